@@ -1,0 +1,153 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { parseEnv } from 'node:util';
+import { ConfigError } from './errors.ts';
+
+export type LlmProvider = 'openai' | 'anthropic';
+
+export interface LlmSettings {
+  provider: LlmProvider;
+  baseUrl?: string;
+  apiKey?: string;
+  model: string;
+}
+
+export interface Settings {
+  databaseUrl?: string;
+  home: string;
+  personasDir: string;
+  llm?: LlmSettings;
+  http: { port: number; host: string; apiToken?: string };
+  timezone: string;
+  logLevel: string;
+  /** Platform settings by connector id; a connector starts when its entry is present. */
+  connectors: {
+    telegram?: { token: string; apiRoot?: string; webhookUrl?: string };
+    discord?: { token: string; apiUrl?: string };
+    slack?: { botToken: string; appToken?: string; signingSecret?: string; apiUrl?: string };
+  };
+}
+
+const NO_MODEL =
+  'no model configured. Set LLM_MODEL and its endpoint, in the environment or in .env, for example:\n' +
+  '  LLM_PROVIDER=openai LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=llama3.1        (Ollama, vLLM, llama.cpp, OpenRouter ...)\n' +
+  '  LLM_PROVIDER=openai LLM_API_KEY=sk-... LLM_MODEL=gpt-4.1-mini                        (OpenAI)\n' +
+  '  LLM_PROVIDER=anthropic LLM_API_KEY=sk-ant-... LLM_MODEL=claude-sonnet-4-5              (Anthropic)';
+
+/** Reads `.env` from the working directory into `env` without overriding what is already set. */
+export function loadDotEnv(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): void {
+  const file = path.join(cwd, '.env');
+  if (!fs.existsSync(file)) return;
+  let parsed: Record<string, string>;
+  try {
+    parsed = parseEnvText(fs.readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw new ConfigError(`${file}: cannot be read (${(err as Error).message})`);
+  }
+  for (const [key, value] of Object.entries(parsed)) if (env[key] === undefined) env[key] = value;
+}
+
+export function parseEnvText(text: string): Record<string, string> {
+  // Node's own dotenv parser (Node ≥ 20.12).
+  return parseEnv(text) as Record<string, string>;
+}
+
+function optional(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value ? value : undefined;
+}
+
+function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string | undefined {
+  const value = optional(env, name);
+  if (value === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(value);
+  } catch {
+    throw new ConfigError(`${name}=${value} is not a URL; expected something like ${protocols[0]}//host:port/...`);
+  }
+  if (!protocols.includes(parsed.protocol)) {
+    throw new ConfigError(`${name} must start with ${protocols.join(' or ')}, got ${parsed.protocol}//`);
+  }
+  return value.replace(/\/+$/, '');
+}
+
+export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Settings {
+  const provider = (optional(env, 'LLM_PROVIDER') ?? 'openai').toLowerCase();
+  if (provider !== 'openai' && provider !== 'anthropic') {
+    throw new ConfigError(`LLM_PROVIDER=${provider} is not supported; use openai (any OpenAI-compatible endpoint) or anthropic`);
+  }
+  const model = optional(env, 'LLM_MODEL');
+  const baseUrl = url(env, 'LLM_BASE_URL', ['http:', 'https:']);
+  const apiKey = optional(env, 'LLM_API_KEY');
+  let llm: LlmSettings | undefined;
+  if (model) {
+    if (!apiKey && (provider === 'anthropic' || !baseUrl)) {
+      throw new ConfigError(
+        `LLM_API_KEY is not set; ${provider === 'anthropic' ? 'Anthropic' : 'OpenAI'} needs an API key ` +
+          '(for a local OpenAI-compatible server set LLM_BASE_URL instead, e.g. http://localhost:11434/v1)',
+      );
+    }
+    llm = { provider, model, baseUrl, apiKey };
+  } else if (optional(env, 'LLM_BASE_URL') || optional(env, 'LLM_API_KEY')) {
+    throw new ConfigError('LLM_MODEL is not set; name the model to use, e.g. LLM_MODEL=gpt-4.1-mini or LLM_MODEL=llama3.1');
+  }
+
+  const portText = optional(env, 'PARLOR_HTTP_PORT') ?? '8787';
+  const port = Number(portText);
+  if (!/^\d+$/.test(portText) || port > 65535) {
+    throw new ConfigError(`PARLOR_HTTP_PORT=${portText} is not a port number (0-65535)`);
+  }
+
+  const timezone = optional(env, 'PARLOR_TIMEZONE') ?? 'UTC';
+  try {
+    new Intl.DateTimeFormat('en', { timeZone: timezone });
+  } catch {
+    throw new ConfigError(`PARLOR_TIMEZONE=${timezone} is not a time zone; use an IANA name such as Europe/Berlin or UTC`);
+  }
+
+  const logLevel = (optional(env, 'LOG_LEVEL') ?? 'info').toLowerCase();
+  const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+  if (!levels.includes(logLevel)) throw new ConfigError(`LOG_LEVEL=${logLevel} is not one of ${levels.join(', ')}`);
+
+  const connectors: Settings['connectors'] = {};
+  const telegramToken = optional(env, 'TELEGRAM_BOT_TOKEN');
+  if (telegramToken) {
+    if (!/^\d+:[\w-]+$/.test(telegramToken)) {
+      throw new ConfigError('TELEGRAM_BOT_TOKEN does not look like a bot token (digits:letters); copy it from @BotFather');
+    }
+    connectors.telegram = {
+      token: telegramToken,
+      apiRoot: url(env, 'TELEGRAM_API_ROOT', ['http:', 'https:']),
+      webhookUrl: url(env, 'TELEGRAM_WEBHOOK_URL', ['https:', 'http:']),
+    };
+  }
+  const discordToken = optional(env, 'DISCORD_BOT_TOKEN');
+  if (discordToken) connectors.discord = { token: discordToken, apiUrl: url(env, 'DISCORD_API_URL', ['http:', 'https:']) };
+  const slackToken = optional(env, 'SLACK_BOT_TOKEN');
+  if (slackToken) {
+    const appToken = optional(env, 'SLACK_APP_TOKEN');
+    const signingSecret = optional(env, 'SLACK_SIGNING_SECRET');
+    if (!appToken && !signingSecret) {
+      throw new ConfigError('SLACK_BOT_TOKEN is set but neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (HTTP events) is');
+    }
+    connectors.slack = { botToken: slackToken, appToken, signingSecret, apiUrl: url(env, 'SLACK_API_URL', ['http:', 'https:']) };
+  }
+
+  return {
+    databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    home: path.resolve(cwd, optional(env, 'PARLOR_HOME') ?? '.parlor'),
+    personasDir: path.resolve(cwd, optional(env, 'PARLOR_PERSONAS_DIR') ?? 'personas'),
+    llm,
+    http: { port, host: optional(env, 'PARLOR_HTTP_HOST') ?? '127.0.0.1', apiToken: optional(env, 'PARLOR_API_TOKEN') },
+    timezone,
+    logLevel,
+    connectors,
+  };
+}
+
+/** The model settings, or the one message that says how to configure them. */
+export function requireModel(settings: Settings): LlmSettings {
+  if (!settings.llm) throw new ConfigError(NO_MODEL);
+  return settings.llm;
+}

@@ -1,0 +1,72 @@
+// JSON Schemas of the persona files. Unknown keys are errors so that a typo is caught, not ignored.
+
+const address = { type: 'string', pattern: '^[a-z][a-z0-9_-]*:.+$' } as const;
+const connectorId = { type: 'string', pattern: '^[a-z][a-z0-9_-]*$' } as const;
+
+export const connectorsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    $schema: { type: 'string' },
+    default: { type: 'boolean' },
+    users: { type: 'array', items: address, uniqueItems: true },
+    approvers: { type: 'array', items: address, uniqueItems: true },
+    primary: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['connector', 'to'],
+      properties: { connector: connectorId, to: { type: 'string', minLength: 1 }, thread: { type: 'string' } },
+    },
+    channels: {
+      type: 'array',
+      items: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['connector', 'chat'],
+        properties: {
+          connector: connectorId,
+          chat: { type: 'string', minLength: 1 },
+          thread: { type: 'string' },
+          mention: { type: 'boolean' },
+        },
+      },
+    },
+  },
+} as const;
+
+export const toolsSchema = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    $schema: { type: 'string' },
+    deny: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
+    approve: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
+    thinking: { type: 'boolean' },
+    model: { type: 'string', minLength: 1 },
+    maxIterations: { type: 'integer', minimum: 1, maximum: 200 },
+    turnTimeoutSeconds: { type: 'integer', minimum: 5, maximum: 86_400 },
+  },
+} as const;
+
+export const schedulesSchema = {
+  type: 'array',
+  items: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['name', 'type', 'cron', 'prompt'],
+    properties: {
+      name: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*$' },
+      type: { enum: ['heartbeat', 'cron'] },
+      cron: { type: 'string', minLength: 1 },
+      prompt: { type: 'string', minLength: 1 },
+      fresh: { type: 'boolean' },
+      enabled: { type: 'boolean' },
+      deliver: {
+        type: 'object',
+        additionalProperties: false,
+        required: ['connector', 'to'],
+        properties: { connector: connectorId, to: { type: 'string', minLength: 1 }, thread: { type: 'string' } },
+      },
+    },
+  },
+} as const;

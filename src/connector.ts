@@ -1,0 +1,112 @@
+// The contract between the core and a platform adapter (connectors/). Capabilities are data, not hooks.
+
+export interface ConnectorCapabilities {
+  buttons: boolean;
+  edit: boolean;
+  react: boolean;
+  threads: boolean;
+  typing: boolean;
+  /** Longest message the platform accepts; the connector splits longer text itself. */
+  maxTextLength: number;
+}
+
+export interface ChatRef {
+  id: string;
+  type: 'dm' | 'group';
+  thread?: string;
+  title?: string;
+}
+
+export interface Sender {
+  id: string;
+  name?: string;
+  username?: string;
+  isBot?: boolean;
+}
+
+export interface Attachment {
+  type: 'photo' | 'document' | 'voice' | 'audio' | 'video' | 'sticker' | 'other';
+  name?: string;
+  size?: number;
+  mimeType?: string;
+  fileId?: string;
+  /** Where the file was saved in the persona's workspace, when it was downloaded. */
+  path?: string;
+}
+
+/** One platform event, normalized. */
+export interface InboundEvent {
+  connector: string;
+  /** Unique per connector; a redelivery carries the same id and is dropped. */
+  externalId: string;
+  kind: 'message' | 'edit' | 'click';
+  chat: ChatRef;
+  sender: Sender;
+  text: string;
+  messageId?: string;
+  /** The bot was mentioned by name (not by @everyone or a role). */
+  mentioned?: boolean;
+  /** The message replies to one of the bot's own messages. */
+  replyToBot?: boolean;
+  attachments?: Attachment[];
+  /** Set only by local connectors (the terminal): the persona to talk to, and that the sender is the owner. */
+  persona?: string;
+  trusted?: boolean;
+  /** Button payload for `kind: 'click'`. */
+  data?: string;
+}
+
+export type IngressStatus = 'queued' | 'duplicate' | 'ignored' | 'refused' | 'command' | 'click';
+
+export interface IngressResult {
+  status: IngressStatus;
+  conversationId?: string;
+  /** Text the connector should show privately to the sender (a click acknowledgement, say). */
+  notice?: string;
+}
+
+/** The core's entry point for inbound events. A connector acknowledges the platform after it resolves. */
+export type InboundHandler = (event: InboundEvent) => Promise<IngressResult>;
+
+export interface OutboundMessage {
+  chat: string;
+  thread?: string;
+  text: string;
+  replyTo?: string;
+}
+
+export interface SentMessage {
+  /** Platform ids of the message parts, in order (long text is split). */
+  ids: string[];
+}
+
+export interface Connector {
+  id: string;
+  capabilities: ConnectorCapabilities;
+  start(onInbound: InboundHandler): Promise<void>;
+  stop(): Promise<void>;
+  send(message: OutboundMessage): Promise<SentMessage>;
+  typing?(chat: string, thread?: string): Promise<void>;
+}
+
+/** A failed platform call. `retryable` covers 429, 5xx and network errors. */
+export class PlatformError extends Error {
+  override name = 'PlatformError';
+  readonly platform: string;
+  readonly method: string;
+  readonly status?: number;
+  readonly retryAfterMs?: number;
+  readonly retryable: boolean;
+
+  constructor(
+    fields: { platform: string; method: string; status?: number; retryAfterMs?: number; retryable?: boolean; message: string },
+    options?: { cause?: unknown },
+  ) {
+    super(`${fields.platform} ${fields.method}: ${fields.message}`, options);
+    this.platform = fields.platform;
+    this.method = fields.method;
+    this.status = fields.status;
+    this.retryAfterMs = fields.retryAfterMs;
+    this.retryable = fields.retryable ?? (fields.status === undefined || fields.status === 429 || fields.status >= 500);
+  }
+}

@@ -1,0 +1,79 @@
+import { fileURLToPath } from 'node:url';
+import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import { migrate } from 'drizzle-orm/postgres-js/migrator';
+import postgres from 'postgres';
+import * as schema from './schema.ts';
+
+export type Db = PostgresJsDatabase<typeof schema>;
+/** A drizzle handle or one of its transactions: every named query takes this. */
+export type Queryable = Pick<Db, 'select' | 'insert' | 'update' | 'delete' | 'execute'>;
+
+export interface Database {
+  url: string;
+  sql: postgres.Sql;
+  db: Db;
+  close(): Promise<void>;
+}
+
+export class DatabaseUnavailableError extends Error {
+  override name = 'DatabaseUnavailableError';
+}
+
+/** Every connection of this process carries this name, so processes sharing a database can see each other. */
+export const applicationName = `parlor:${process.pid}`;
+
+export async function connectDatabase(url: string, options: { max?: number } = {}): Promise<Database> {
+  const sql = postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    connection: { application_name: applicationName },
+    connect_timeout: 10,
+  });
+  try {
+    await sql`select 1`;
+  } catch (err) {
+    await sql.end({ timeout: 1 }).catch(() => {});
+    throw new DatabaseUnavailableError(
+      `cannot connect to the database at ${redactUrl(url)} (${describeError(err)}). ` +
+        'Check DATABASE_URL, or unset it to use the embedded Postgres.',
+      { cause: err },
+    );
+  }
+  const db = drizzle(sql, { schema });
+  return { url, sql, db, close: () => sql.end({ timeout: 5 }) };
+}
+
+const migrationsFolder = fileURLToPath(new URL('../../migrations', import.meta.url));
+const MIGRATION_LOCK = 7_210_455_001;
+
+/** Applies pending migrations; concurrent processes wait for each other on an advisory lock. */
+export async function migrateDatabase(database: Database): Promise<void> {
+  const reserved = await database.sql.reserve();
+  try {
+    await reserved`select pg_advisory_lock(${MIGRATION_LOCK})`;
+    await migrate(database.db, { migrationsFolder });
+  } finally {
+    await reserved`select pg_advisory_unlock(${MIGRATION_LOCK})`.catch(() => {});
+    reserved.release();
+  }
+}
+
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '(unparseable URL)';
+  }
+}
+
+export function describeError(err: unknown): string {
+  if (err && typeof err === 'object') {
+    const e = err as { code?: string; message?: string; errors?: unknown[] };
+    if (Array.isArray(e.errors) && e.errors.length) return describeError(e.errors[0]);
+    if (e.code && e.message) return `${e.code}: ${e.message}`;
+    if (e.message) return e.message;
+  }
+  return String(err);
+}

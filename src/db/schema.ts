@@ -1,0 +1,128 @@
+import { sql } from 'drizzle-orm';
+import {
+  bigserial,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from 'drizzle-orm/pg-core';
+
+const createdAt = () => timestamp('created_at', { withTimezone: true }).notNull().defaultNow();
+
+/** One persona conversation: a chat (or thread), an inbox, a cron or heartbeat stream, a subagent. */
+export const conversations = pgTable('conversations', {
+  id: text('id').primaryKey(),
+  persona: text('persona').notNull(),
+  connector: text('connector'),
+  chat: text('chat'),
+  thread: text('thread'),
+  /** Messages with an id at or below this are not sent to the model (`/new`). */
+  historyAfterId: integer('history_after_id').notNull().default(0),
+  thinking: boolean('thinking').notNull().default(false),
+  createdAt: createdAt(),
+  lastActivityAt: timestamp('last_activity_at', { withTimezone: true }).notNull().defaultNow(),
+});
+
+/** The transcript. `content` is the plain message object sent to the model, stored as is. */
+export const messages = pgTable(
+  'messages',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    conversationId: text('conversation_id')
+      .notNull()
+      .references(() => conversations.id, { onDelete: 'cascade' }),
+    /** For a user message: the turn that read it (null while it waits). Otherwise the turn that wrote it. */
+    turnId: uuid('turn_id'),
+    role: text('role').notNull(),
+    content: jsonb('content').notNull(),
+    sender: text('sender'),
+    externalId: text('external_id'),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index('messages_conversation_idx').on(t.conversationId, t.id),
+    index('messages_pending_idx').on(t.conversationId, t.id).where(sql`${t.turnId} is null`),
+    index('messages_turn_idx').on(t.turnId),
+  ],
+);
+
+/** Platform events already accepted, so a redelivery is dropped. */
+export const inboundEvents = pgTable(
+  'inbound_events',
+  {
+    connector: text('connector').notNull(),
+    externalId: text('external_id').notNull(),
+    receivedAt: timestamp('received_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.connector, t.externalId] }), index('inbound_events_received_idx').on(t.receivedAt)],
+);
+
+/** One run of the agent loop. */
+export const turns = pgTable(
+  'turns',
+  {
+    id: uuid('id').primaryKey(),
+    conversationId: text('conversation_id')
+      .notNull()
+      .references(() => conversations.id, { onDelete: 'cascade' }),
+    kind: text('kind').notNull(),
+    status: text('status').notNull(),
+    jobId: text('job_id'),
+    origin: jsonb('origin'),
+    cancelRequested: boolean('cancel_requested').notNull().default(false),
+    modelCalls: integer('model_calls').notNull().default(0),
+    inputTokens: integer('input_tokens').notNull().default(0),
+    outputTokens: integer('output_tokens').notNull().default(0),
+    summary: text('summary'),
+    error: text('error'),
+    startedAt: createdAt(),
+    endedAt: timestamp('ended_at', { withTimezone: true }),
+  },
+  (t) => [
+    index('turns_conversation_idx').on(t.conversationId, t.startedAt),
+    uniqueIndex('turns_job_idx').on(t.jobId),
+  ],
+);
+
+/** Every message Parlor sends: written before sending, so a redelivered job does not post twice. */
+export const outboundMessages = pgTable(
+  'outbound_messages',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    dedupeKey: text('dedupe_key').notNull(),
+    turnId: uuid('turn_id'),
+    conversationId: text('conversation_id'),
+    connector: text('connector').notNull(),
+    chat: text('chat').notNull(),
+    thread: text('thread'),
+    replyTo: text('reply_to'),
+    text: text('text').notNull(),
+    status: text('status').notNull().default('pending'),
+    attempts: integer('attempts').notNull().default(0),
+    platformMessageIds: jsonb('platform_message_ids'),
+    error: text('error'),
+    createdAt: createdAt(),
+    sentAt: timestamp('sent_at', { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex('outbound_dedupe_idx').on(t.dedupeKey),
+    index('outbound_pending_idx').on(t.connector, t.id).where(sql`${t.status} = 'pending'`),
+  ],
+);
+
+/** When an unknown sender was last told how to get access, so they hear it at most once a day. */
+export const senderNotices = pgTable(
+  'sender_notices',
+  {
+    connector: text('connector').notNull(),
+    senderId: text('sender_id').notNull(),
+    notifiedAt: timestamp('notified_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.connector, t.senderId] })],
+);
