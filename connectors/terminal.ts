@@ -1,0 +1,93 @@
+import { randomUUID } from 'node:crypto';
+import os from 'node:os';
+import readline from 'node:readline';
+import type { Connector, InboundHandler, OutboundMessage, SentMessage } from '#src/connector.ts';
+
+export interface TerminalOptions {
+  persona: string;
+  input: NodeJS.ReadableStream;
+  output: NodeJS.WritableStream;
+  /** A person at a keyboard (prompts and labels) rather than a script piping lines in. */
+  interactive: boolean;
+  /** Resolves when the conversation has nothing left to do (scripted mode waits for it between lines). */
+  waitForIdle: (conversationId: string) => Promise<void>;
+  /** Called once the input has ended and every reply is out. */
+  onDone: () => void;
+}
+
+export const TERMINAL_CHAT = 'local';
+
+/**
+ * `parlor chat`: the local owner talking to one persona. It goes through the same ingress, turn jobs and
+ * delivery as any platform. Piped input is one message per line, each answered before the next is sent.
+ */
+export function createTerminalConnector(options: TerminalOptions): Connector {
+  const { output, interactive } = options;
+  let rl: readline.Interface | undefined;
+  let stopped = false;
+  const user = os.userInfo().username;
+
+  const prompt = () => {
+    if (interactive && !stopped) output.write('you> ');
+  };
+
+  return {
+    id: 'terminal',
+    capabilities: { buttons: false, edit: false, react: false, threads: false, typing: false, maxTextLength: 1_000_000 },
+
+    async start(onInbound: InboundHandler) {
+      rl = readline.createInterface({ input: options.input, terminal: false });
+      const lines: string[] = [];
+      let ended = false;
+      let busy = false;
+      const pump = async () => {
+        if (busy) return;
+        busy = true;
+        try {
+          while (lines.length && !stopped) {
+            const text = lines.shift()!;
+            const result = await onInbound({
+              connector: 'terminal',
+              externalId: randomUUID(),
+              kind: 'message',
+              chat: { id: TERMINAL_CHAT, type: 'dm' },
+              sender: { id: TERMINAL_CHAT, name: user },
+              text,
+              persona: options.persona,
+              trusted: true,
+            });
+            // A script gets each answer before its next line is read; a person may type ahead.
+            if (!interactive && result.conversationId) await options.waitForIdle(result.conversationId);
+          }
+        } catch (err) {
+          output.write(`parlor: ${err instanceof Error ? err.message : String(err)}\n`);
+        } finally {
+          busy = false;
+        }
+        if (ended && lines.length === 0 && !stopped) options.onDone();
+      };
+      rl.on('line', (line) => {
+        if (!line.trim()) return prompt();
+        lines.push(line);
+        void pump();
+      });
+      rl.on('close', () => {
+        ended = true;
+        void pump();
+      });
+      prompt();
+    },
+
+    async stop() {
+      stopped = true;
+      rl?.close();
+    },
+
+    async send(message: OutboundMessage): Promise<SentMessage> {
+      if (interactive) output.write(`\r${options.persona}> ${message.text}\n`);
+      else output.write(`${message.text}\n`);
+      prompt();
+      return { ids: [randomUUID()] };
+    },
+  };
+}

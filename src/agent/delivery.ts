@@ -1,0 +1,121 @@
+import type { Logger } from 'pino';
+import type postgres from 'postgres';
+import type { Connector } from '#src/connector.ts';
+import type { Queryable } from '#src/db/client.ts';
+import {
+  claimPendingOutbound,
+  insertOutbound,
+  markOutboundFailed,
+  markOutboundSent,
+  type OutboundRow,
+} from '#src/db/outbound-messages.ts';
+import { withRetries } from '#src/retry.ts';
+import type { DeliveryResult } from '#src/tools/types.ts';
+
+export interface OutboundRequest {
+  /** At most one message goes out per key, whatever retries or redeliveries happen. */
+  dedupeKey: string;
+  turnId?: string;
+  conversationId?: string;
+  connector: string;
+  chat: string;
+  thread?: string;
+  replyTo?: string;
+  text: string;
+}
+
+export interface Delivery {
+  deliver(request: OutboundRequest): Promise<DeliveryResult>;
+  /** Sends what other processes queued for connectors running here, now and whenever notified. */
+  startOutbox(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+const OUTBOX_CHANNEL = 'parlor_outbox';
+
+/**
+ * Outbound messages go through a ledger: written first (so a redelivered job finds its key and sends nothing),
+ * then sent by this process when it runs the connector, or by the process that does (terminal chats, say).
+ */
+export function createDelivery(deps: {
+  db: Queryable;
+  sql: postgres.Sql;
+  connectors: ReadonlyMap<string, Connector>;
+  /** Connectors that run somewhere in this deployment (maybe in another process). */
+  knownConnectors: () => string[];
+  log: Logger;
+  sendDeadlineMs?: number;
+}): Delivery {
+  const { db, sql, connectors, log } = deps;
+  let listener: { unlisten(): Promise<void> } | undefined;
+  let sweep: NodeJS.Timeout | undefined;
+  let draining: Promise<void> | undefined;
+
+  async function send(row: OutboundRow, connector: Connector): Promise<DeliveryResult> {
+    let attempts = 0;
+    try {
+      const sent = await withRetries(
+        () => {
+          attempts++;
+          return connector.send({ chat: row.chat, thread: row.thread ?? undefined, text: row.text, replyTo: row.replyTo ?? undefined });
+        },
+        {
+          deadlineMs: deps.sendDeadlineMs ?? 120_000,
+          onRetry: (err, attempt, delayMs) =>
+            log.warn({ err, connector: row.connector, chat: row.chat, attempt, delayMs }, 'send failed; retrying'),
+        },
+      );
+      await markOutboundSent(db, row.id, sent.ids, attempts);
+      return { status: 'sent' };
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      log.error({ err, connector: row.connector, chat: row.chat, conversation: row.conversationId }, 'message could not be delivered');
+      await markOutboundFailed(db, row.id, message, attempts);
+      return { status: 'failed', error: message };
+    }
+  }
+
+  async function drain(): Promise<void> {
+    const local = [...connectors.keys()];
+    for (;;) {
+      const rows = await claimPendingOutbound(db, local);
+      if (rows.length === 0) return;
+      for (const row of rows) await send(row, connectors.get(row.connector)!);
+    }
+  }
+
+  function scheduleDrain() {
+    draining ??= drain()
+      .catch((err) => log.error({ err }, 'outbox drain failed'))
+      .finally(() => (draining = undefined));
+  }
+
+  return {
+    async deliver(request) {
+      const connector = connectors.get(request.connector);
+      if (!connector && !deps.knownConnectors().includes(request.connector)) {
+        return { status: 'failed', error: `no connector named "${request.connector}" is configured` };
+      }
+      const row = await insertOutbound(db, { ...request, status: connector ? 'sending' : 'pending' });
+      if (!row) return { status: 'duplicate' };
+      if (connector) return send(row, connector);
+      await sql`select pg_notify(${OUTBOX_CHANNEL}, ${request.connector})`;
+      return { status: 'queued' };
+    },
+    async startOutbox() {
+      if (connectors.size === 0) return;
+      listener = await sql.listen(OUTBOX_CHANNEL, (payload) => {
+        if (connectors.has(payload)) scheduleDrain();
+      });
+      // The notification is a shortcut; the sweep catches anything queued while nobody listened.
+      sweep = setInterval(scheduleDrain, 2000);
+      sweep.unref();
+      scheduleDrain();
+    },
+    async stop() {
+      clearInterval(sweep);
+      await listener?.unlisten().catch(() => {});
+      await draining;
+    },
+  };
+}

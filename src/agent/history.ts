@@ -1,0 +1,49 @@
+import type { Queryable } from '#src/db/client.ts';
+import { recentMessages } from '#src/db/messages.ts';
+import type { ChatMessage } from '#src/llm/types.ts';
+
+export interface HistoryBudget {
+  /** At most this many stored messages are read. */
+  maxMessages: number;
+  /** Rough size cap of the window, in characters (~4 per token). */
+  maxChars: number;
+}
+
+export const DEFAULT_HISTORY_BUDGET: HistoryBudget = { maxMessages: 80, maxChars: 80_000 };
+
+/**
+ * The part of a conversation the model sees: the newest messages that fit the budget, starting at a user
+ * message so no tool result loses its call. The cost is bounded however long the conversation is.
+ */
+export async function loadHistoryWindow(
+  db: Queryable,
+  conversationId: string,
+  afterId: number,
+  budget: HistoryBudget = DEFAULT_HISTORY_BUDGET,
+): Promise<ChatMessage[]> {
+  const rows = await recentMessages(db, conversationId, { afterId, limit: budget.maxMessages });
+  return fitWindow(
+    rows.map((r) => r.message),
+    budget.maxChars,
+  );
+}
+
+export function fitWindow(messages: ChatMessage[], maxChars: number): ChatMessage[] {
+  let start = 0;
+  let total = messages.reduce((n, m) => n + size(m), 0);
+  while (total > maxChars && start < messages.length - 1) total -= size(messages[start++]);
+  while (start < messages.length && messages[start].role !== 'user') start++;
+  const window = messages.slice(start);
+  if (window.length === 0 && messages.length > 0) {
+    const lastUser = [...messages].reverse().find((m) => m.role === 'user');
+    if (lastUser) return [{ role: 'user', content: lastUser.content.slice(-maxChars) }];
+  }
+  return window;
+}
+
+function size(message: ChatMessage): number {
+  if (message.role === 'assistant') {
+    return message.content.length + (message.toolCalls ?? []).reduce((n, c) => n + c.name.length + c.arguments.length, 0);
+  }
+  return message.content.length;
+}

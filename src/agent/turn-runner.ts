@@ -1,0 +1,260 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Connector } from '#src/connector.ts';
+import type { Persona } from '#src/config/persona.ts';
+import type { Database } from '#src/db/client.ts';
+import { getConversation, ensureConversation } from '#src/db/conversations.ts';
+import { claimPendingMessages, deleteTurnMessages, insertMessage } from '#src/db/messages.ts';
+import { outboundForTurn } from '#src/db/outbound-messages.ts';
+import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
+import type { TurnJobData } from '#src/jobs/queues.ts';
+import type { ModelClient } from '#src/llm/types.ts';
+import type { ToolRunner } from '#src/tools/runner.ts';
+import type { DeliveryTarget, Origin, ToolContext, TurnKind } from '#src/tools/types.ts';
+import type { Delivery } from './delivery.ts';
+import { DEFAULT_HISTORY_BUDGET, loadHistoryWindow, type HistoryBudget } from './history.ts';
+import { runAgentLoop, type LoopResult } from './loop.ts';
+import { buildSystemPrompt } from './prompt.ts';
+
+export interface TurnRunnerDeps {
+  database: Database;
+  personas: () => readonly Persona[];
+  model: ModelClient;
+  defaultModel: string;
+  tools: ToolRunner;
+  delivery: Delivery;
+  /** Connectors running in this process (typing indicators need one). */
+  connectors: ReadonlyMap<string, Connector>;
+  knownConnectors: () => string[];
+  timezone: string;
+  log: Logger;
+  history?: HistoryBudget;
+  turnTimeoutMs?: number;
+}
+
+export interface TurnJob {
+  id: string;
+  data: TurnJobData;
+}
+
+/** Thrown when a turn was interrupted by shutdown: the job is released and retried, not recorded as failed. */
+export class TurnInterrupted extends Error {
+  override name = 'TurnInterrupted';
+}
+
+const SHUTDOWN = 'shutdown';
+const TYPING_REFRESH_MS = 4000;
+
+export interface TurnRunner {
+  run(job: TurnJob): Promise<void>;
+  /** Stops a turn running in this process; false when it runs elsewhere or not at all. */
+  cancel(turnId: string): boolean;
+  /** Interrupts every running turn so their jobs are retried (used at shutdown). */
+  interruptAll(): void;
+  activeCount(): number;
+}
+
+export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
+  const active = new Map<string, AbortController>();
+  const { db } = deps.database;
+
+  async function begin(job: TurnJob, persona: Persona): Promise<{ turnId: string; replyTo?: string } | undefined> {
+    const { data } = job;
+    const existing = await getTurnByJob(db, job.id);
+    if (existing) {
+      if (existing.status !== 'running') return undefined;
+      // The job was redelivered after a crash: if the reply already went out, the turn is done.
+      const sent = await outboundForTurn(db, existing.id);
+      if (sent.some((r) => r.dedupeKey === `turn:${existing.id}:reply`)) {
+        await finishTurn(db, existing.id, { status: 'ok', inputTokens: existing.inputTokens, outputTokens: existing.outputTokens, modelCalls: existing.modelCalls, summary: 'completed before a restart' });
+        return undefined;
+      }
+      deps.log.info({ conversation: data.conversationId, turn: existing.id }, 'resuming an interrupted turn');
+      return { turnId: existing.id, replyTo: data.origin?.messageId };
+    }
+    const turnId = randomUUID();
+    return db.transaction(async (tx) => {
+      await ensureConversation(tx, {
+        id: data.conversationId,
+        persona: persona.name,
+        connector: data.origin?.connector,
+        chat: data.origin?.chat,
+        thread: data.origin?.thread,
+      });
+      await insertTurn(tx, { id: turnId, conversationId: data.conversationId, kind: data.kind, jobId: job.id, origin: data.origin });
+      if (data.kind === 'user') {
+        const claimed = await claimPendingMessages(tx, data.conversationId, turnId);
+        // Nothing waiting: an earlier turn already read this message mid-run.
+        if (claimed.length === 0) {
+          tx.rollback();
+        }
+        return { turnId, replyTo: claimed[claimed.length - 1]?.externalId ?? data.origin?.messageId };
+      }
+      await insertMessage(tx, {
+        conversationId: data.conversationId,
+        turnId,
+        message: { role: 'user', content: backgroundPrompt(data.kind, data.prompt) },
+      });
+      return { turnId };
+    }).catch((err: unknown) => {
+      if (err instanceof Error && err.name === 'TransactionRollbackError') return undefined;
+      throw err;
+    });
+  }
+
+  async function run(job: TurnJob): Promise<void> {
+    const { data } = job;
+    const log = deps.log.child({ conversation: data.conversationId, kind: data.kind });
+    const persona = deps.personas().find((p) => p.name === data.persona);
+    if (!persona) {
+      log.error({ persona: data.persona }, 'turn for an unknown persona dropped');
+      return;
+    }
+    const started = await begin(job, persona);
+    if (!started) return;
+    const { turnId } = started;
+    const turnLog = log.child({ turn: turnId });
+    const controller = new AbortController();
+    active.set(turnId, controller);
+    const stopTyping = startTyping(data.origin, data.kind);
+    try {
+      if (await isTurnCancelRequested(db, turnId)) controller.abort('stop');
+      const result = await execute(job, persona, turnId, controller.signal, turnLog);
+      if (controller.signal.reason === SHUTDOWN) throw new TurnInterrupted('interrupted by shutdown');
+      await conclude(job, persona, turnId, result, started.replyTo, turnLog);
+    } catch (err) {
+      if (err instanceof TurnInterrupted) throw err;
+      turnLog.error({ err }, 'turn crashed');
+      await finishTurn(db, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
+      if (data.kind === 'user' && data.origin) {
+        await deliverTo(data.origin, turnId, 'reply', 'Sorry, something went wrong on my side and I could not finish that. Please try again.', data.conversationId, started.replyTo).catch(() => {});
+      }
+    } finally {
+      stopTyping();
+      active.delete(turnId);
+    }
+  }
+
+  async function execute(job: TurnJob, persona: Persona, turnId: string, signal: AbortSignal, log: Logger): Promise<LoopResult> {
+    const { data } = job;
+    const conversation = await getConversation(db, data.conversationId);
+    const history = await loadHistoryWindow(db, data.conversationId, conversation?.historyAfterId ?? 0, deps.history ?? DEFAULT_HISTORY_BUDGET);
+    const offered = deps.tools.toolsFor(persona, data.kind);
+    const ctx: ToolContext = {
+      persona,
+      conversationId: data.conversationId,
+      turnId,
+      kind: data.kind,
+      origin: data.origin,
+      signal,
+      log,
+      deliver: (target, text, options) => deliverTo(target, turnId, options?.dedupe ?? `send:${target.connector}:${target.chat}:${hash(text)}`, text, data.conversationId, target.replyTo),
+      connectorIds: deps.knownConnectors,
+    };
+    const system = buildSystemPrompt({
+      persona,
+      kind: data.kind,
+      conversationId: data.conversationId,
+      origin: data.origin,
+      timezone: deps.timezone,
+      scheduleName: data.kind === 'cron' ? data.conversationId.split(':')[2] : undefined,
+      toolNames: offered.map((t) => t.name),
+    });
+    const timeoutMs = (persona.tools.turnTimeoutSeconds ?? 0) * 1000 || deps.turnTimeoutMs || 15 * 60_000;
+    return runAgentLoop({
+      model: deps.model,
+      modelName: persona.tools.model ?? deps.defaultModel,
+      system,
+      messages: history,
+      tools: { specs: deps.tools.specs(offered), list: offered, execute: (call) => deps.tools.execute(call, offered, ctx) },
+      background: data.kind !== 'user',
+      thinking: (conversation?.thinking ?? false) || persona.tools.thinking,
+      maxIterations: persona.tools.maxIterations,
+      deadline: Date.now() + timeoutMs,
+      signal,
+      drainInbox:
+        data.kind === 'user'
+          ? async () => (await claimPendingMessages(db, data.conversationId, turnId)).map((r) => r.message)
+          : undefined,
+      onEvent: async (event) => {
+        if (event.type === 'message' && !event.fromInbox) {
+          await insertMessage(db, { conversationId: data.conversationId, turnId, message: event.message });
+        } else if (event.type === 'tool_end') {
+          log.info({ tool: event.call.name, ms: event.ms, outcome: event.output.content.split(':')[0].slice(0, 40) }, 'tool finished');
+        }
+      },
+    });
+  }
+
+  async function conclude(job: TurnJob, persona: Persona, turnId: string, result: LoopResult, replyTo: string | undefined, log: Logger) {
+    const { data } = job;
+    if (result.reply && data.origin) {
+      const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, replyTo);
+      if (delivered.status === 'failed') result = { ...result, error: `reply not delivered: ${delivered.error}` };
+    }
+    if (result.status === 'skipped' && data.kind !== 'user') await deleteTurnMessages(db, turnId);
+    await finishTurn(db, turnId, {
+      status: result.status,
+      inputTokens: result.usage.input,
+      outputTokens: result.usage.output,
+      modelCalls: result.modelCalls,
+      summary: result.summary,
+      error: result.error,
+    });
+    log.info({ status: result.status, modelCalls: result.modelCalls, tokens: result.usage }, 'turn finished');
+    if (result.status === 'failed' && data.kind !== 'user' && persona.primary) {
+      await deliverTo(
+        { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread },
+        turnId,
+        'failure-warning',
+        `⚠️ ${persona.name}: a ${data.kind} turn failed${result.error ? ` (${result.error})` : ''}.`,
+        data.conversationId,
+      );
+    }
+  }
+
+  function deliverTo(target: Origin | DeliveryTarget, turnId: string, key: string, text: string, conversationId: string, replyTo?: string) {
+    const chat = 'chat' in target ? target.chat : '';
+    return deps.delivery.deliver({
+      dedupeKey: `turn:${turnId}:${key}`,
+      turnId,
+      conversationId,
+      connector: target.connector,
+      chat,
+      thread: target.thread,
+      replyTo,
+      text,
+    });
+  }
+
+  function startTyping(origin: Origin | undefined, kind: TurnKind): () => void {
+    const connector = origin && kind === 'user' ? deps.connectors.get(origin.connector) : undefined;
+    if (!origin || !connector?.typing || !connector.capabilities.typing) return () => {};
+    const tick = () => void connector.typing!(origin.chat, origin.thread).catch(() => {});
+    tick();
+    const timer = setInterval(tick, TYPING_REFRESH_MS);
+    return () => clearInterval(timer);
+  }
+
+  return {
+    run,
+    cancel(turnId) {
+      const controller = active.get(turnId);
+      controller?.abort('stop');
+      return controller !== undefined;
+    },
+    interruptAll() {
+      for (const controller of active.values()) controller.abort(SHUTDOWN);
+    },
+    activeCount: () => active.size,
+  };
+}
+
+function backgroundPrompt(kind: TurnKind, prompt: string | undefined): string {
+  const label = kind === 'wake' ? 'wake-up' : kind;
+  return `[${label}] ${prompt ?? ''}`.trim();
+}
+
+function hash(text: string): string {
+  return createHash('sha256').update(text).digest('base64url').slice(0, 16);
+}

@@ -1,0 +1,172 @@
+// The composition root: the one place that knows the connectors, the built-in tools and the core together.
+import type { Logger } from 'pino';
+import { createBuiltinTools } from '../tools/index.ts';
+import type { Connector } from '#src/connector.ts';
+import { requireModel, type Settings } from '#src/config/env.ts';
+import { loadPersonas, type Persona } from '#src/config/persona.ts';
+import { connectDatabase, migrateDatabase, type Database } from '#src/db/client.ts';
+import { conversationIsIdle } from '#src/db/conversations.ts';
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '#src/db/embedded-postgres.ts';
+import { createDelivery, type Delivery } from '#src/agent/delivery.ts';
+import { createTurnRunner, type TurnRunner } from '#src/agent/turn-runner.ts';
+import type { HistoryBudget } from '#src/agent/history.ts';
+import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
+import { QUEUES } from '#src/jobs/queues.ts';
+import { startTurnWorker } from '#src/jobs/workers.ts';
+import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
+import { createIngress } from '#src/ingress/pipeline.ts';
+import { createModelClient, withModelRetries } from '#src/llm/index.ts';
+import type { ModelClient } from '#src/llm/types.ts';
+import { createHttpApp, listen, type HttpServer } from '#src/http/server.ts';
+import { ToolRunner } from '#src/tools/runner.ts';
+import type { Tool } from '#src/tools/types.ts';
+
+export interface AppOptions {
+  settings: Settings;
+  log: Logger;
+  /** Connectors this process runs (the terminal for `parlor chat`; platforms for `parlor start`). */
+  connectors?: (ctx: { settings: Settings; personas: Persona[] }) => Connector[];
+  /** Run turn jobs here. */
+  worker?: boolean;
+  workerConcurrency?: number;
+  http?: boolean;
+  /** Overrides for tests and benchmarks. */
+  model?: ModelClient;
+  tools?: Tool[];
+  history?: HistoryBudget;
+  modelRetryDeadlineMs?: number;
+}
+
+export interface App {
+  database: Database;
+  jobs: JobSystem;
+  delivery: Delivery;
+  personas: Persona[];
+  runner: TurnRunner;
+  connectors: Map<string, Connector>;
+  http?: HttpServer;
+  ingress: ReturnType<typeof createIngress>;
+  waitForIdle(conversationId: string, timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Connector ids that may be running somewhere in this deployment. */
+export function configuredConnectorIds(settings: Settings): string[] {
+  return ['terminal', ...Object.keys(settings.connectors)];
+}
+
+export async function startApp(options: AppOptions): Promise<App> {
+  const { settings, log } = options;
+  // Configuration errors surface before anything starts.
+  const llm = options.model ? undefined : requireModel(settings);
+  const personas = loadPersonas(settings.personasDir);
+
+  let embedded: EmbeddedPostgres | undefined;
+  let url = settings.databaseUrl;
+  if (!url) {
+    embedded = await startEmbeddedPostgres(settings.home, (msg) => log.info(msg));
+    url = embedded.url;
+  }
+  const cleanups: (() => Promise<void>)[] = [];
+  const cleanup = async () => {
+    for (const fn of cleanups.reverse()) await fn().catch((err) => log.warn({ err }, 'shutdown step failed'));
+    await embedded?.release().catch((err) => log.warn({ err }, 'embedded Postgres did not stop cleanly'));
+  };
+  try {
+    const database = await connectDatabase(url);
+    cleanups.push(() => database.close());
+    await migrateDatabase(database);
+    const jobs = await startJobSystem(url, log);
+    cleanups.push(() => jobs.stop({ timeoutMs: 3000 }));
+
+    const connectors = new Map<string, Connector>();
+    for (const c of options.connectors?.({ settings, personas }) ?? []) connectors.set(c.id, c);
+    const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...connectors.keys()])];
+    const delivery = createDelivery({ db: database.db, sql: database.sql, connectors, knownConnectors, log });
+    cleanups.push(() => delivery.stop());
+
+    const model =
+      options.model ??
+      withModelRetries(createModelClient(llm!), {
+        deadlineMs: options.modelRetryDeadlineMs ?? 90_000,
+        onRetry: (err, attempt, delayMs) => log.warn({ err: (err as Error).message, attempt, delayMs }, 'model call failed; retrying'),
+      });
+    const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }));
+    const runner = createTurnRunner({
+      database,
+      personas: () => personas,
+      model,
+      defaultModel: llm?.model ?? 'default',
+      tools,
+      delivery,
+      connectors,
+      knownConnectors,
+      timezone: settings.timezone,
+      log,
+      history: options.history,
+    });
+    const commands = createCommandHandler({
+      db: database.db,
+      sql: database.sql,
+      defaultModel: llm?.model ?? 'default',
+      cancelLocal: (turnId) => runner.cancel(turnId),
+    });
+    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, log });
+
+    if (options.worker !== false) {
+      const cancelListener = await database.sql.listen(CANCEL_CHANNEL, (turnId) => runner.cancel(turnId));
+      cleanups.push(() => cancelListener.unlisten());
+      await startTurnWorker(jobs, runner, { concurrency: options.workerConcurrency ?? 8 });
+      cleanups.push(async () => {
+        // Let running turns finish briefly, then release them: their jobs are retried on the next start.
+        await jobs.boss.offWork(QUEUES.turn, { wait: false });
+        const deadline = Date.now() + 2500;
+        while (runner.activeCount() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        runner.interruptAll();
+        const hardDeadline = Date.now() + 2000;
+        while (runner.activeCount() > 0 && Date.now() < hardDeadline) await new Promise((r) => setTimeout(r, 50));
+      });
+    }
+    await delivery.startOutbox();
+
+    let http: HttpServer | undefined;
+    if (options.http) {
+      const app = createHttpApp(async () => {
+        await database.sql`select 1`;
+        return { personas: personas.map((p) => p.name), connectors: [...connectors.keys()] };
+      });
+      http = await listen(app, { host: settings.http.host, port: settings.http.port, log });
+      cleanups.push(() => http!.close());
+    }
+
+    for (const connector of connectors.values()) {
+      await connector.start((event) => ingress.handle(event));
+      cleanups.push(() => connector.stop());
+      log.info({ connector: connector.id }, 'connector started');
+    }
+
+    let stopping: Promise<void> | undefined;
+    return {
+      database,
+      jobs,
+      delivery,
+      personas,
+      runner,
+      connectors,
+      http,
+      ingress,
+      async waitForIdle(conversationId, timeoutMs = 600_000) {
+        const deadline = Date.now() + timeoutMs;
+        // Give the enqueued job a moment to become visible before asking.
+        while (!(await conversationIsIdle(database.db, conversationId))) {
+          if (Date.now() > deadline) throw new Error(`conversation ${conversationId} still busy after ${timeoutMs} ms`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      },
+      stop: () => (stopping ??= cleanup()),
+    };
+  } catch (err) {
+    await cleanup();
+    throw err;
+  }
+}

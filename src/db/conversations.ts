@@ -1,0 +1,42 @@
+import { eq, sql } from 'drizzle-orm';
+import type { Queryable } from './client.ts';
+import { conversations } from './schema.ts';
+
+export type ConversationRow = typeof conversations.$inferSelect;
+
+export async function ensureConversation(
+  db: Queryable,
+  row: { id: string; persona: string; connector?: string; chat?: string; thread?: string },
+): Promise<void> {
+  await db
+    .insert(conversations)
+    .values({ id: row.id, persona: row.persona, connector: row.connector, chat: row.chat, thread: row.thread })
+    .onConflictDoUpdate({ target: conversations.id, set: { lastActivityAt: sql`now()` } });
+}
+
+export async function getConversation(db: Queryable, id: string): Promise<ConversationRow | undefined> {
+  const [row] = await db.select().from(conversations).where(eq(conversations.id, id));
+  return row;
+}
+
+/** `/new`: later turns see only messages written after this point. */
+export async function resetConversationHistory(db: Queryable, id: string): Promise<void> {
+  await db
+    .update(conversations)
+    .set({ historyAfterId: sql`(select coalesce(max(id), 0) from messages where conversation_id = ${id})` })
+    .where(eq(conversations.id, id));
+}
+
+export async function setConversationThinking(db: Queryable, id: string, thinking: boolean): Promise<void> {
+  await db.update(conversations).set({ thinking }).where(eq(conversations.id, id));
+}
+
+/** No message waits, no turn runs and no turn job is queued for the conversation. */
+export async function conversationIsIdle(db: Queryable, id: string): Promise<boolean> {
+  const rows = (await db.execute(sql`
+    select 1 from messages where conversation_id = ${id} and turn_id is null
+    union all select 1 from turns where conversation_id = ${id} and status = 'running'
+    union all select 1 from pgboss.job where name = 'turn' and singleton_key = ${id} and state in ('created', 'retry', 'active')
+    limit 1`)) as unknown as unknown[];
+  return rows.length === 0;
+}

@@ -1,0 +1,87 @@
+import { and, asc, count, desc, eq, gt, inArray, isNull, sql } from 'drizzle-orm';
+import type { ChatMessage } from '#src/llm/types.ts';
+import type { Queryable } from './client.ts';
+import { messages } from './schema.ts';
+
+export type MessageRow = typeof messages.$inferSelect;
+
+export async function insertMessage(
+  db: Queryable,
+  row: { conversationId: string; turnId?: string | null; message: ChatMessage; sender?: string; externalId?: string },
+): Promise<number> {
+  const [inserted] = await db
+    .insert(messages)
+    .values({
+      conversationId: row.conversationId,
+      turnId: row.turnId ?? null,
+      role: row.message.role,
+      content: row.message,
+      sender: row.sender,
+      externalId: row.externalId,
+    })
+    .returning({ id: messages.id });
+  return inserted.id;
+}
+
+/** Claims the user messages waiting in a conversation for this turn, oldest first. */
+export async function claimPendingMessages(
+  db: Queryable,
+  conversationId: string,
+  turnId: string,
+): Promise<{ message: ChatMessage; externalId: string | null }[]> {
+  const rows = await db
+    .update(messages)
+    .set({ turnId })
+    .where(
+      inArray(
+        messages.id,
+        sql`(select id from messages where conversation_id = ${conversationId} and turn_id is null order by id for update skip locked)`,
+      ),
+    )
+    .returning({ id: messages.id, content: messages.content, externalId: messages.externalId });
+  return rows.sort((a, b) => a.id - b.id).map((r) => ({ message: r.content as ChatMessage, externalId: r.externalId }));
+}
+
+export async function hasPendingMessages(db: Queryable, conversationId: string): Promise<boolean> {
+  const rows = await db
+    .select({ id: messages.id })
+    .from(messages)
+    .where(and(eq(messages.conversationId, conversationId), isNull(messages.turnId)))
+    .limit(1);
+  return rows.length > 0;
+}
+
+/** The newest messages of a conversation after `afterId`, oldest first. Reads at most `limit` rows. */
+export async function recentMessages(
+  db: Queryable,
+  conversationId: string,
+  options: { afterId: number; limit: number; excludeTurn?: string },
+): Promise<{ id: number; message: ChatMessage }[]> {
+  const rows = await db
+    .select({ id: messages.id, content: messages.content, turnId: messages.turnId })
+    .from(messages)
+    .where(and(eq(messages.conversationId, conversationId), gt(messages.id, options.afterId), sql`${messages.turnId} is not null`))
+    .orderBy(desc(messages.id))
+    .limit(options.limit);
+  return rows
+    .filter((r) => !options.excludeTurn || r.turnId !== options.excludeTurn)
+    .reverse()
+    .map((r) => ({ id: r.id, message: r.content as ChatMessage }));
+}
+
+/** A skipped background turn leaves no trace in the transcript. */
+export async function deleteTurnMessages(db: Queryable, turnId: string): Promise<void> {
+  await db.delete(messages).where(eq(messages.turnId, turnId));
+}
+
+export async function countMessages(db: Queryable, conversationId: string, afterId = 0): Promise<number> {
+  const [row] = await db
+    .select({ n: count() })
+    .from(messages)
+    .where(and(eq(messages.conversationId, conversationId), gt(messages.id, afterId)));
+  return row?.n ?? 0;
+}
+
+export async function messagesOfConversation(db: Queryable, conversationId: string): Promise<MessageRow[]> {
+  return db.select().from(messages).where(eq(messages.conversationId, conversationId)).orderBy(asc(messages.id));
+}

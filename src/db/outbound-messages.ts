@@ -1,0 +1,66 @@
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import type { Queryable } from './client.ts';
+import { outboundMessages } from './schema.ts';
+
+export type OutboundRow = typeof outboundMessages.$inferSelect;
+
+/**
+ * Writes a message to the ledger before it is sent. Returns undefined when the dedupe key exists already:
+ * that message was sent (or is being sent) by an earlier attempt and must not go out twice.
+ */
+export async function insertOutbound(
+  db: Queryable,
+  row: {
+    dedupeKey: string;
+    turnId?: string;
+    conversationId?: string;
+    connector: string;
+    chat: string;
+    thread?: string;
+    replyTo?: string;
+    text: string;
+    status: 'pending' | 'sending';
+  },
+): Promise<OutboundRow | undefined> {
+  const [inserted] = await db.insert(outboundMessages).values(row).onConflictDoNothing().returning();
+  return inserted;
+}
+
+export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number): Promise<void> {
+  await db
+    .update(outboundMessages)
+    .set({ status: 'sent', platformMessageIds, attempts, sentAt: sql`now()`, error: null })
+    .where(eq(outboundMessages.id, id));
+}
+
+export async function markOutboundFailed(db: Queryable, id: number, error: string, attempts: number): Promise<void> {
+  await db.update(outboundMessages).set({ status: 'failed', error, attempts }).where(eq(outboundMessages.id, id));
+}
+
+/** Takes pending messages for connectors this process runs; concurrent claimers get disjoint rows. */
+export async function claimPendingOutbound(db: Queryable, connectorIds: string[], limit = 20): Promise<OutboundRow[]> {
+  if (connectorIds.length === 0) return [];
+  const rows = await db
+    .update(outboundMessages)
+    .set({ status: 'sending' })
+    .where(
+      inArray(
+        outboundMessages.id,
+        sql`(select id from outbound_messages where status = 'pending' and connector in ${connectorIds} order by id limit ${limit} for update skip locked)`,
+      ),
+    )
+    .returning();
+  return rows.sort((a, b) => a.id - b.id);
+}
+
+export async function outboundForTurn(db: Queryable, turnId: string): Promise<OutboundRow[]> {
+  return db.select().from(outboundMessages).where(eq(outboundMessages.turnId, turnId)).orderBy(asc(outboundMessages.id));
+}
+
+export async function outboundForChat(db: Queryable, connector: string, chat: string): Promise<OutboundRow[]> {
+  return db
+    .select()
+    .from(outboundMessages)
+    .where(and(eq(outboundMessages.connector, connector), eq(outboundMessages.chat, chat)))
+    .orderBy(asc(outboundMessages.id));
+}

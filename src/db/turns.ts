@@ -1,0 +1,64 @@
+import { and, desc, eq, sql } from 'drizzle-orm';
+import type { Queryable } from './client.ts';
+import { turns } from './schema.ts';
+
+export type TurnRow = typeof turns.$inferSelect;
+
+export async function insertTurn(
+  db: Queryable,
+  row: { id: string; conversationId: string; kind: string; jobId?: string; origin?: unknown },
+): Promise<void> {
+  await db.insert(turns).values({ ...row, status: 'running' });
+}
+
+export async function getTurnByJob(db: Queryable, jobId: string): Promise<TurnRow | undefined> {
+  const [row] = await db.select().from(turns).where(eq(turns.jobId, jobId));
+  return row;
+}
+
+export async function finishTurn(
+  db: Queryable,
+  id: string,
+  result: { status: string; inputTokens: number; outputTokens: number; modelCalls: number; summary?: string; error?: string },
+): Promise<void> {
+  await db
+    .update(turns)
+    .set({ ...result, endedAt: sql`now()` })
+    .where(eq(turns.id, id));
+}
+
+export async function runningTurn(db: Queryable, conversationId: string): Promise<TurnRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(turns)
+    .where(and(eq(turns.conversationId, conversationId), eq(turns.status, 'running')))
+    .orderBy(desc(turns.startedAt))
+    .limit(1);
+  return row;
+}
+
+export async function requestTurnCancel(db: Queryable, id: string): Promise<void> {
+  await db.update(turns).set({ cancelRequested: true }).where(eq(turns.id, id));
+}
+
+export async function isTurnCancelRequested(db: Queryable, id: string): Promise<boolean> {
+  const [row] = await db.select({ c: turns.cancelRequested }).from(turns).where(eq(turns.id, id));
+  return row?.c ?? false;
+}
+
+export async function lastTurn(db: Queryable, conversationId: string): Promise<TurnRow | undefined> {
+  const [row] = await db.select().from(turns).where(eq(turns.conversationId, conversationId)).orderBy(desc(turns.startedAt)).limit(1);
+  return row;
+}
+
+export async function conversationUsage(db: Queryable, conversationId: string): Promise<{ turns: number; input: number; output: number }> {
+  const [row] = await db
+    .select({
+      turns: sql<number>`count(*)::int`,
+      input: sql<number>`coalesce(sum(${turns.inputTokens}), 0)::int`,
+      output: sql<number>`coalesce(sum(${turns.outputTokens}), 0)::int`,
+    })
+    .from(turns)
+    .where(eq(turns.conversationId, conversationId));
+  return row ?? { turns: 0, input: 0, output: 0 };
+}

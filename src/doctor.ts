@@ -1,0 +1,113 @@
+import { requireModel, type Settings } from '#src/config/env.ts';
+import { ConfigError } from '#src/config/errors.ts';
+import { loadPersonas } from '#src/config/persona.ts';
+import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
+import { startEmbeddedPostgres } from '#src/db/embedded-postgres.ts';
+
+interface Check {
+  name: string;
+  run(): Promise<string>;
+}
+
+const TIMEOUT_MS = 8000;
+
+/** `parlor doctor`: checks each part a running Parlor needs and says how to fix what is wrong. Exit 1 if any fails. */
+export async function runDoctor(settings: Settings, out: NodeJS.WritableStream): Promise<number> {
+  const checks: Check[] = [
+    {
+      name: 'personas',
+      run: async () => {
+        const personas = loadPersonas(settings.personasDir);
+        return `${personas.length} in ${settings.personasDir}: ${personas.map((p) => p.name).join(', ')}`;
+      },
+    },
+    {
+      name: 'database',
+      run: async () => {
+        const embedded = settings.databaseUrl ? undefined : await startEmbeddedPostgres(settings.home);
+        const url = settings.databaseUrl ?? embedded!.url;
+        try {
+          const db = await connectDatabase(url, { max: 1 });
+          const [row] = await db.sql<{ version: string }[]>`select current_setting('server_version') as version`;
+          await db.close();
+          return `${settings.databaseUrl ? redactUrl(url) : `embedded under ${settings.home}`} (Postgres ${row.version})`;
+        } finally {
+          await embedded?.release();
+        }
+      },
+    },
+    { name: 'model', run: () => checkModel(settings) },
+  ];
+  const { telegram, discord, slack } = settings.connectors;
+  if (telegram) {
+    checks.push({
+      name: 'telegram',
+      run: async () => {
+        const body = await getJson(`${telegram.apiRoot ?? 'https://api.telegram.org'}/bot${telegram.token}/getMe`, {}, 'TELEGRAM_BOT_TOKEN');
+        if (!body.ok) throw new Error(`token refused (${body.description ?? 'unauthorized'}); copy it again from @BotFather into TELEGRAM_BOT_TOKEN`);
+        return `bot @${body.result.username}`;
+      },
+    });
+  }
+  if (discord) {
+    checks.push({
+      name: 'discord',
+      run: async () => {
+        const body = await getJson(`${discord.apiUrl ?? 'https://discord.com/api/v10'}/users/@me`, { authorization: `Bot ${discord.token}` }, 'DISCORD_BOT_TOKEN');
+        if (!body.id) throw new Error('token refused; reset it in the Developer Portal (Bot → Reset Token) and set DISCORD_BOT_TOKEN');
+        return `bot ${body.username}`;
+      },
+    });
+  }
+  if (slack) {
+    checks.push({
+      name: 'slack',
+      run: async () => {
+        const body = await getJson(`${slack.apiUrl ?? 'https://slack.com/api'}/auth.test`, { authorization: `Bearer ${slack.botToken}` }, 'SLACK_BOT_TOKEN');
+        if (!body.ok) throw new Error(`token refused (${body.error}); reinstall the app and copy the Bot User OAuth Token into SLACK_BOT_TOKEN`);
+        return `bot ${body.user} in ${body.team}`;
+      },
+    });
+  }
+
+  let failed = 0;
+  for (const check of checks) {
+    try {
+      out.write(`✓ ${check.name}: ${await check.run()}\n`);
+    } catch (err) {
+      failed++;
+      out.write(`✗ ${check.name}: ${err instanceof Error ? err.message : String(err)}\n`);
+    }
+  }
+  out.write(failed ? `${failed} problem${failed > 1 ? 's' : ''} found\n` : 'all good\n');
+  return failed ? 1 : 0;
+}
+
+async function checkModel(settings: Settings): Promise<string> {
+  const llm = requireModel(settings);
+  const base = llm.baseUrl ?? (llm.provider === 'anthropic' ? 'https://api.anthropic.com' : 'https://api.openai.com/v1');
+  const url = llm.provider === 'anthropic' ? `${base.replace(/\/v1$/, '')}/v1/models` : `${base}/models`;
+  const headers: Record<string, string> =
+    llm.provider === 'anthropic'
+      ? { 'x-api-key': llm.apiKey ?? '', 'anthropic-version': '2023-06-01' }
+      : llm.apiKey
+        ? { authorization: `Bearer ${llm.apiKey}` }
+        : {};
+  const response = await fetchWithTimeout(url, headers, 'LLM_BASE_URL');
+  if (response.status === 401 || response.status === 403) throw new Error(`${base} refused the API key (HTTP ${response.status}); check LLM_API_KEY`);
+  if (!response.ok && response.status !== 404) throw new Error(`${base} answered HTTP ${response.status}; check LLM_BASE_URL`);
+  return `${llm.provider} ${llm.model} at ${base} is reachable`;
+}
+
+async function fetchWithTimeout(url: string, headers: Record<string, string>, variable: string): Promise<Response> {
+  try {
+    return await fetch(url, { headers, signal: AbortSignal.timeout(TIMEOUT_MS) });
+  } catch (err) {
+    throw new ConfigError(`cannot reach ${new URL(url).origin} (${describeError((err as { cause?: unknown }).cause ?? err)}); check ${variable} and the network`);
+  }
+}
+
+async function getJson(url: string, headers: Record<string, string>, variable: string): Promise<any> {
+  const response = await fetchWithTimeout(url, headers, variable);
+  return response.json().catch(() => ({}));
+}

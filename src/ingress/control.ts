@@ -1,0 +1,77 @@
+import type postgres from 'postgres';
+import type { InboundEvent } from '#src/connector.ts';
+import type { Persona } from '#src/config/persona.ts';
+import type { Queryable } from '#src/db/client.ts';
+import { getConversation, resetConversationHistory, setConversationThinking, ensureConversation } from '#src/db/conversations.ts';
+import { countMessages } from '#src/db/messages.ts';
+import { conversationUsage, requestTurnCancel, runningTurn } from '#src/db/turns.ts';
+import { HELP_TEXT, type ControlCommand } from './commands.ts';
+
+export interface CommandContext {
+  persona: Persona;
+  conversationId: string;
+  event: InboundEvent;
+}
+
+export interface CommandHandler {
+  run(command: ControlCommand, ctx: CommandContext): Promise<string>;
+}
+
+export const CANCEL_CHANNEL = 'parlor_cancel';
+
+/** Runs control commands against the conversation's stored state; they never wait for a turn. */
+export function createCommandHandler(deps: {
+  db: Queryable;
+  sql: postgres.Sql;
+  defaultModel: string;
+  /** Stops a turn running in this process at once; other processes hear it on the cancel channel. */
+  cancelLocal: (turnId: string) => boolean;
+}): CommandHandler {
+  const { db } = deps;
+  return {
+    async run(command, { persona, conversationId, event }) {
+      await ensureConversation(db, {
+        id: conversationId,
+        persona: persona.name,
+        connector: event.connector,
+        chat: event.chat.id,
+        thread: event.chat.thread,
+      });
+      switch (command.name) {
+        case 'stop': {
+          const turn = await runningTurn(db, conversationId);
+          if (!turn) return 'Nothing is running.';
+          await requestTurnCancel(db, turn.id);
+          if (!deps.cancelLocal(turn.id)) await deps.sql`select pg_notify(${CANCEL_CHANNEL}, ${turn.id})`;
+          return 'Stopped.';
+        }
+        case 'new':
+          await resetConversationHistory(db, conversationId);
+          return 'Starting fresh: I will not see the earlier messages of this chat.';
+        case 'think': {
+          const conversation = await getConversation(db, conversationId);
+          const on = command.on ?? !conversation?.thinking;
+          await setConversationThinking(db, conversationId, on);
+          return on ? 'Thinking harder on every answer in this chat.' : 'Back to normal thinking.';
+        }
+        case 'status': {
+          const conversation = await getConversation(db, conversationId);
+          const [turn, inContext, usage] = await Promise.all([
+            runningTurn(db, conversationId),
+            countMessages(db, conversationId, conversation?.historyAfterId ?? 0),
+            conversationUsage(db, conversationId),
+          ]);
+          return [
+            `Persona: ${persona.name} · model ${persona.tools.model ?? deps.defaultModel}`,
+            `Conversation: ${conversationId}`,
+            turn ? `Working on a ${turn.kind} turn since ${turn.startedAt.toISOString()}` : 'Idle',
+            `Messages since the last /new: ${inContext} · turns: ${usage.turns} · tokens: ${usage.input} in, ${usage.output} out`,
+            `Thinking: ${conversation?.thinking || persona.tools.thinking ? 'on' : 'off'}`,
+          ].join('\n');
+        }
+        case 'help':
+          return HELP_TEXT;
+      }
+    },
+  };
+}

@@ -1,0 +1,132 @@
+import type { Logger } from 'pino';
+import type { InboundEvent, IngressResult } from '#src/connector.ts';
+import type { Persona } from '#src/config/persona.ts';
+import type { Database } from '#src/db/client.ts';
+import { ensureConversation } from '#src/db/conversations.ts';
+import { recordInboundEvent } from '#src/db/inbound-events.ts';
+import { insertMessage } from '#src/db/messages.ts';
+import { claimSenderNotice } from '#src/db/sender-notices.ts';
+import type { JobSystem } from '#src/jobs/boss.ts';
+import type { Delivery } from '#src/agent/delivery.ts';
+import { parseControlCommand } from './commands.ts';
+import type { CommandHandler } from './control.ts';
+import { routeInbound, userMessageText } from './routing.ts';
+
+export interface IngressDeps {
+  database: Database;
+  jobs: Pick<JobSystem, 'enqueueTurn'>;
+  personas: () => readonly Persona[];
+  delivery: Delivery;
+  commands: CommandHandler;
+  log: Logger;
+  /** Button clicks go straight to the questions module; they never queue behind a turn. */
+  onClick?: (event: InboundEvent) => Promise<IngressResult>;
+}
+
+class Duplicate extends Error {}
+
+/**
+ * The inbound pipeline: dedupe → clicks → route and authorize → control commands → persist the message and
+ * enqueue its turn in one transaction. The connector acknowledges the platform only after this resolves.
+ */
+export function createIngress(deps: IngressDeps) {
+  const { db } = deps.database;
+
+  async function handle(event: InboundEvent): Promise<IngressResult> {
+    const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
+    if (event.kind === 'click') {
+      return deps.onClick ? deps.onClick(event) : { status: 'click', notice: 'This button is no longer active.' };
+    }
+
+    const route = routeInbound(deps.personas(), event);
+    if (route.kind === 'ignore') {
+      log.debug({ reason: route.reason }, 'inbound ignored');
+      return { status: 'ignored' };
+    }
+
+    if (route.kind === 'stranger') {
+      const notify = await db
+        .transaction(async (tx) => {
+          if (!(await recordInboundEvent(tx, event.connector, event.externalId))) throw new Duplicate();
+          return claimSenderNotice(tx, event.connector, event.sender.id);
+        })
+        .catch(rethrowUnlessDuplicate);
+      if (notify === undefined) return { status: 'duplicate' };
+      log.info({ sender: route.address }, 'message from an unknown sender refused');
+      if (notify) {
+        await deps.delivery.deliver({
+          dedupeKey: `stranger:${event.connector}:${event.externalId}`,
+          connector: event.connector,
+          chat: event.chat.id,
+          thread: event.chat.thread,
+          text: `Hi! I only talk to people my owner has allowed. Ask them to add ${route.address} to "users" in my connectors.jsonc.`,
+        });
+      }
+      return { status: 'refused' };
+    }
+
+    const { persona, conversationId } = route;
+    const command = event.kind === 'message' ? parseControlCommand(event.text) : undefined;
+    if (command) {
+      const fresh = await recordInboundEvent(db, event.connector, event.externalId);
+      if (!fresh) return { status: 'duplicate', conversationId };
+      const reply = await deps.commands.run(command, { persona, conversationId, event });
+      await deps.delivery.deliver({
+        dedupeKey: `command:${event.connector}:${event.externalId}`,
+        conversationId,
+        connector: event.connector,
+        chat: event.chat.id,
+        thread: event.chat.thread,
+        replyTo: event.chat.type === 'group' ? event.messageId : undefined,
+        text: reply,
+      });
+      return { status: 'command', conversationId };
+    }
+
+    const queued = await db
+      .transaction(async (tx) => {
+        if (!(await recordInboundEvent(tx, event.connector, event.externalId))) throw new Duplicate();
+        await ensureConversation(tx, {
+          id: conversationId,
+          persona: persona.name,
+          connector: event.connector,
+          chat: event.chat.id,
+          thread: event.chat.thread,
+        });
+        await insertMessage(tx, {
+          conversationId,
+          message: { role: 'user', content: userMessageText(event) },
+          sender: `${event.connector}:${event.sender.id}`,
+          externalId: event.messageId,
+        });
+        await deps.jobs.enqueueTurn(
+          {
+            conversationId,
+            persona: persona.name,
+            kind: 'user',
+            origin: {
+              connector: event.connector,
+              chat: event.chat.id,
+              thread: event.chat.thread,
+              messageId: event.chat.type === 'group' ? event.messageId : undefined,
+              chatType: event.chat.type,
+              sender: `${event.connector}:${event.sender.id}`,
+            },
+          },
+          tx,
+        );
+        return true;
+      })
+      .catch(rethrowUnlessDuplicate);
+    if (!queued) return { status: 'duplicate', conversationId };
+    log.debug({ conversation: conversationId }, 'message queued');
+    return { status: 'queued', conversationId };
+  }
+
+  return { handle };
+}
+
+function rethrowUnlessDuplicate(err: unknown): undefined {
+  if (err instanceof Duplicate) return undefined;
+  throw err;
+}

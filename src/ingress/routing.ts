@@ -1,0 +1,63 @@
+import type { InboundEvent } from '#src/connector.ts';
+import type { Persona } from '#src/config/persona.ts';
+
+export type RouteDecision =
+  | { kind: 'conversation'; persona: Persona; conversationId: string }
+  | { kind: 'stranger'; address: string }
+  | { kind: 'ignore'; reason: string };
+
+export function conversationIdFor(persona: string, connector: string, chat: string, thread?: string): string {
+  return [persona, connector, chat, ...(thread ? [thread] : [])].join(':');
+}
+
+/** Picks the persona and conversation for an event, or says why nobody answers it. */
+export function routeInbound(personas: readonly Persona[], event: InboundEvent): RouteDecision {
+  const { connector, chat, sender } = event;
+  const conversation = (persona: Persona): RouteDecision => ({
+    kind: 'conversation',
+    persona,
+    conversationId: conversationIdFor(persona.name, connector, chat.id, chat.thread),
+  });
+
+  if (event.trusted && event.persona) {
+    const persona = personas.find((p) => p.name === event.persona);
+    return persona ? conversation(persona) : { kind: 'ignore', reason: `no persona named ${event.persona}` };
+  }
+  if (sender.isBot) return { kind: 'ignore', reason: 'sent by a bot' };
+
+  if (chat.type === 'dm') {
+    const address = `${connector}:${sender.id}`;
+    const candidates = personas.filter((p) => p.users.includes(address));
+    if (candidates.length === 0) return { kind: 'stranger', address };
+    return conversation(candidates.find((p) => p.isDefault) ?? candidates[0]);
+  }
+
+  const owners = personas.flatMap((persona) =>
+    persona.channels
+      .filter((c) => c.connector === connector && c.chat === chat.id && (!c.thread || c.thread === chat.thread))
+      .map((channel) => ({ persona, channel })),
+  );
+  if (owners.length === 0) return { kind: 'ignore', reason: 'channel not owned by any persona' };
+  const owner = owners.find((o) => o.persona.isDefault) ?? owners[0];
+  if (owner.channel.mention && !event.mentioned && !event.replyToBot) return { kind: 'ignore', reason: 'not mentioned' };
+  return conversation(owner.persona);
+}
+
+/** The text the model sees for an inbound message: who said it in a group, edits and attachments marked. */
+export function userMessageText(event: InboundEvent): string {
+  const parts: string[] = [];
+  let text = event.text;
+  if (event.kind === 'edit') text = `(edited) ${text}`;
+  if (event.chat.type === 'group') {
+    const who = event.sender.name ?? event.sender.username ?? event.sender.id;
+    text = `[${who} (${event.connector}:${event.sender.id})] ${text}`;
+  }
+  parts.push(text);
+  for (const a of event.attachments ?? []) {
+    const details = [a.name, a.mimeType, a.size !== undefined ? `${a.size} bytes` : undefined, a.path ? `saved at ${a.path}` : 'not downloaded']
+      .filter(Boolean)
+      .join(', ');
+    parts.push(`[attachment: ${a.type}${details ? ` (${details})` : ''}]`);
+  }
+  return parts.join('\n');
+}

@@ -1,0 +1,97 @@
+import Anthropic from '@anthropic-ai/sdk';
+import type { ContentBlockParam, MessageParam, Tool, ToolChoice as AnthropicToolChoice } from '@anthropic-ai/sdk/resources/messages';
+import { toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall } from './types.ts';
+
+export function createAnthropicClient(options: { baseUrl?: string; apiKey?: string }): ModelClient {
+  const client = new Anthropic({ baseURL: options.baseUrl, apiKey: options.apiKey, maxRetries: 0, timeout: 600_000 });
+  return {
+    provider: 'anthropic',
+    async complete(request, onTextDelta) {
+      try {
+        return await streamMessage(client, request, onTextDelta);
+      } catch (err) {
+        throw toModelError(err, request.signal);
+      }
+    },
+  };
+}
+
+const THINKING_BUDGET = 4096;
+
+async function streamMessage(
+  client: Anthropic,
+  request: ModelRequest,
+  onTextDelta?: (delta: string) => void,
+): Promise<ModelResponse> {
+  const tools: Tool[] = request.tools.map((t) => ({
+    name: t.name,
+    description: t.description,
+    input_schema: t.parameters as Tool['input_schema'],
+  }));
+  // Extended thinking cannot be combined with a forced tool choice.
+  const thinking = request.thinking && !(request.toolChoice && request.toolChoice !== 'auto');
+  const maxTokens = Math.max(request.maxTokens ?? 8192, thinking ? THINKING_BUDGET + 2048 : 0);
+  const stream = client.messages.stream(
+    {
+      model: request.model,
+      system: request.system,
+      max_tokens: maxTokens,
+      messages: toAnthropicMessages(request),
+      ...(tools.length ? { tools, tool_choice: toolChoice(request) } : {}),
+      ...(thinking ? { thinking: { type: 'enabled' as const, budget_tokens: THINKING_BUDGET } } : {}),
+    },
+    { signal: request.signal },
+  );
+  if (onTextDelta) stream.on('text', (delta) => onTextDelta(delta));
+  const message = await stream.finalMessage();
+  let text = '';
+  const toolCalls: ToolCall[] = [];
+  for (const block of message.content) {
+    if (block.type === 'text') text += block.text;
+    else if (block.type === 'tool_use') toolCalls.push({ id: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
+  }
+  return {
+    text,
+    toolCalls,
+    usage: { input: message.usage.input_tokens ?? 0, output: message.usage.output_tokens ?? 0 },
+    stopReason: message.stop_reason ?? 'end_turn',
+  };
+}
+
+function toolChoice(request: ModelRequest): AnthropicToolChoice {
+  const choice = request.toolChoice ?? 'auto';
+  if (choice === 'auto') return { type: 'auto' };
+  if (choice === 'required') return { type: 'any' };
+  return { type: 'tool', name: choice.name };
+}
+
+/** Anthropic wants alternating roles: consecutive tool results join one user message, as do adjacent user texts. */
+function toAnthropicMessages(request: ModelRequest): MessageParam[] {
+  const out: MessageParam[] = [];
+  const push = (role: 'user' | 'assistant', blocks: ContentBlockParam[]) => {
+    const last = out[out.length - 1];
+    if (last && last.role === role && Array.isArray(last.content)) last.content.push(...blocks);
+    else out.push({ role, content: [...blocks] });
+  };
+  for (const m of request.messages) {
+    if (m.role === 'user') push('user', [{ type: 'text', text: m.content || '(empty message)' }]);
+    else if (m.role === 'tool') push('user', [{ type: 'tool_result', tool_use_id: m.toolCallId, content: m.content }]);
+    else {
+      const blocks: ContentBlockParam[] = [];
+      if (m.content) blocks.push({ type: 'text', text: m.content });
+      for (const c of m.toolCalls ?? []) blocks.push({ type: 'tool_use', id: c.id, name: c.name, input: safeJson(c.arguments) });
+      if (blocks.length) push('assistant', blocks);
+    }
+  }
+  if (out[0]?.role === 'assistant') out.unshift({ role: 'user', content: [{ type: 'text', text: '(conversation continues)' }] });
+  return out;
+}
+
+function safeJson(text: string): Record<string, unknown> {
+  try {
+    const value = JSON.parse(text || '{}');
+    return value && typeof value === 'object' && !Array.isArray(value) ? value : {};
+  } catch {
+    return {};
+  }
+}

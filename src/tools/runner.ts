@@ -1,0 +1,137 @@
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { Persona } from '#src/config/persona.ts';
+import type { ToolCall, ToolSpec } from '#src/llm/types.ts';
+import { scrubSecrets } from './scrub.ts';
+import type { Tool, ToolContext, ToolOutput, TurnKind } from './types.ts';
+
+export const DEFAULT_TOOL_TIMEOUT_MS = 30_000;
+const MAX_RESULT_CHARS = 32_000;
+
+/** Asks a human before a tool listed in the persona's `approve` runs. Resolves true to run it. */
+export type ApprovalGate = (request: { tool: Tool; args: unknown; ctx: ToolContext }) => Promise<{ allowed: boolean; reason?: string }>;
+
+/**
+ * Runs tool calls. Every outcome is a string the model can read: the tool's result, or one of
+ * `unknown_tool`, `invalid_arguments`, `denied`, `timeout`, `crashed`, `cancelled`. Nothing here throws.
+ */
+export class ToolRunner {
+  private readonly ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false });
+  private readonly validators = new Map<string, ValidateFunction>();
+
+  constructor(
+    private readonly tools: readonly Tool[],
+    private readonly approvalGate?: ApprovalGate,
+  ) {
+    for (const tool of tools) this.validators.set(tool.name, this.ajv.compile(tool.parameters));
+  }
+
+  /** The tools a persona gets in a turn of this kind: after `contexts`, `deny` and `available()`. */
+  toolsFor(persona: Persona, kind: TurnKind): Tool[] {
+    return this.tools.filter(
+      (t) =>
+        (!t.contexts || t.contexts.includes(kind)) &&
+        !persona.tools.deny.includes(t.name) &&
+        (t.available?.({ persona, kind }) ?? true),
+    );
+  }
+
+  specs(tools: readonly Tool[]): ToolSpec[] {
+    return tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
+  }
+
+  async execute(call: ToolCall, offered: readonly Tool[], ctx: ToolContext): Promise<ToolOutput> {
+    const tool = offered.find((t) => t.name === call.name);
+    if (!tool) {
+      return { content: `unknown_tool: there is no tool named "${call.name}". Available: ${offered.map((t) => t.name).join(', ') || 'none'}.` };
+    }
+    let args: unknown;
+    try {
+      args = call.arguments.trim() ? JSON.parse(call.arguments) : {};
+    } catch (err) {
+      return {
+        content: `invalid_arguments: the arguments are not valid JSON (${(err as Error).message}). Call ${tool.name} again with a JSON object matching its parameters.`,
+      };
+    }
+    const validate = this.validators.get(tool.name)!;
+    if (!validate(args)) return { content: `invalid_arguments: ${formatAjvErrors(validate.errors)}. Fix the arguments and call ${tool.name} again.` };
+    if (ctx.signal.aborted) return { content: 'cancelled: the turn was stopped before this tool ran.' };
+
+    if (ctx.persona.tools.approve.includes(tool.name)) {
+      if (!this.approvalGate) {
+        return { content: `denied: ${tool.name} needs a human's approval and no approval channel is available, so it did not run.` };
+      }
+      const verdict = await this.approvalGate({ tool, args, ctx }).catch((err: Error) => ({ allowed: false, reason: err.message }));
+      if (!verdict.allowed) return { content: `denied: ${tool.name} did not run${verdict.reason ? ` (${verdict.reason})` : ''}.` };
+    }
+    return this.runWithTimeout(tool, args, ctx);
+  }
+
+  private async runWithTimeout(tool: Tool, args: unknown, ctx: ToolContext): Promise<ToolOutput> {
+    const timeoutMs = tool.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
+    const controller = new AbortController();
+    const onTurnAbort = () => controller.abort(ctx.signal.reason);
+    ctx.signal.addEventListener('abort', onTurnAbort, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    type Race = { kind: 'done'; value: string | ToolOutput } | { kind: 'timeout' } | { kind: 'cancelled' } | { kind: 'crashed'; error: unknown };
+    const outcome = await Promise.race<Race>([
+      Promise.resolve()
+        .then(() => tool.run(args, { ...ctx, signal: controller.signal }))
+        .then(
+          (value) => ({ kind: 'done' as const, value }),
+          (error: unknown) => ({ kind: 'crashed' as const, error }),
+        ),
+      new Promise<Race>((resolve) => {
+        timer = setTimeout(() => resolve({ kind: 'timeout' }), timeoutMs);
+      }),
+      new Promise<Race>((resolve) => {
+        if (ctx.signal.aborted) resolve({ kind: 'cancelled' });
+        ctx.signal.addEventListener('abort', () => resolve({ kind: 'cancelled' }), { once: true });
+      }),
+    ]);
+    clearTimeout(timer);
+    ctx.signal.removeEventListener('abort', onTurnAbort);
+    if (outcome.kind !== 'done') controller.abort();
+
+    switch (outcome.kind) {
+      case 'timeout':
+        ctx.log.warn({ tool: tool.name, timeoutMs }, 'tool timed out');
+        return { content: `timeout: ${tool.name} did not finish within ${formatDuration(timeoutMs)} and was stopped.` };
+      case 'cancelled':
+        return { content: `cancelled: the turn was stopped while ${tool.name} was running.` };
+      case 'crashed': {
+        if (ctx.signal.aborted) return { content: `cancelled: the turn was stopped while ${tool.name} was running.` };
+        const detail = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+        ctx.log.warn({ tool: tool.name, err: outcome.error }, 'tool crashed');
+        return { content: `crashed: ${tool.name} failed: ${this.clean(detail, ctx)}` };
+      }
+      case 'done': {
+        const output = typeof outcome.value === 'string' ? { content: outcome.value } : outcome.value;
+        return { ...output, content: this.clean(output.content, ctx) };
+      }
+    }
+  }
+
+  private clean(text: string, ctx: ToolContext): string {
+    const scrubbed = scrubSecrets(text, Object.values(ctx.persona.secrets));
+    return scrubbed.length > MAX_RESULT_CHARS
+      ? `${scrubbed.slice(0, MAX_RESULT_CHARS)}\n[truncated: ${scrubbed.length - MAX_RESULT_CHARS} more characters]`
+      : scrubbed;
+  }
+}
+
+export function formatAjvErrors(errors: ErrorObject[] | null | undefined): string {
+  if (!errors?.length) return 'the arguments do not match the parameters';
+  return errors
+    .map((e) => {
+      const where = e.instancePath || '(arguments)';
+      if (e.keyword === 'additionalProperties') return `${where}: unknown property "${(e.params as { additionalProperty: string }).additionalProperty}"`;
+      if (e.keyword === 'required') return `${where}: missing required property "${(e.params as { missingProperty: string }).missingProperty}"`;
+      if (e.keyword === 'enum') return `${where} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+      return `${where} ${e.message}`;
+    })
+    .join('; ');
+}
+
+function formatDuration(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`;
+}

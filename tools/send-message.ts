@@ -1,0 +1,77 @@
+import type { Persona } from '#src/config/persona.ts';
+import type { DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
+
+interface Args {
+  text: string;
+  connector?: string;
+  to?: string;
+  thread?: string;
+  dry_run?: boolean;
+}
+
+/**
+ * Sends a message now: to an explicit chat, else the chat this turn came from, else (background turns) the
+ * persona's primary. Only chats the persona belongs to are allowed.
+ */
+export function createSendMessageTool(): Tool<Args> {
+  return {
+    name: 'send_message',
+    description:
+      'Send a message to a chat now. With no connector/to it goes to the current chat, or in a scheduled turn to your primary chat. ' +
+      'connector is e.g. "telegram"; to is the chat id. dry_run checks the destination without sending.',
+    parameters: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['text'],
+      properties: {
+        text: { type: 'string', minLength: 1, maxLength: 40_000 },
+        connector: { type: 'string', minLength: 1 },
+        to: { type: 'string', minLength: 1 },
+        thread: { type: 'string', minLength: 1 },
+        dry_run: { type: 'boolean' },
+      },
+    },
+    timeoutMs: 150_000,
+    async run(args, ctx) {
+      const target = resolveTarget(args, ctx);
+      if ('error' in target) return `error: ${target.error}`;
+      const where = `${target.connector}:${target.chat}${target.thread ? `:${target.thread}` : ''}`;
+      if (args.dry_run) return `dry run: would send ${args.text.length} characters to ${where}; nothing was sent`;
+      const result = await ctx.deliver(target, args.text);
+      switch (result.status) {
+        case 'sent':
+          return `sent to ${where}`;
+        case 'queued':
+          return `queued for ${where}`;
+        case 'duplicate':
+          return `ok: the same message was already sent to ${where} in this turn; not sent again`;
+        case 'failed':
+          return `error: could not send to ${where}: ${result.error}`;
+      }
+    },
+  };
+}
+
+function resolveTarget(args: Args, ctx: ToolContext): DeliveryTarget | { error: string } {
+  const { persona, origin } = ctx;
+  if (args.to) {
+    const connector = args.connector ?? origin?.connector ?? persona.primary?.connector;
+    if (!connector) return { error: 'name the connector (e.g. "telegram") along with to' };
+    if (!ctx.connectorIds().includes(connector)) return { error: `no connector named "${connector}" is configured` };
+    const target = { connector, chat: args.to, thread: args.thread };
+    return isAllowed(persona, target, ctx) ? target : { error: `${connector}:${args.to} is not one of your chats (users, channels or primary in connectors.jsonc)` };
+  }
+  if (args.connector) return { error: 'to (the chat id) is required when connector is given' };
+  if (origin && ctx.kind === 'user') return { connector: origin.connector, chat: origin.chat, thread: origin.thread };
+  if (persona.primary) return { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
+  if (origin) return { connector: origin.connector, chat: origin.chat, thread: origin.thread };
+  return { error: 'no destination: give connector and to, or set "primary" in connectors.jsonc' };
+}
+
+function isAllowed(persona: Persona, target: DeliveryTarget, ctx: ToolContext): boolean {
+  const { origin } = ctx;
+  if (origin && origin.connector === target.connector && origin.chat === target.chat) return true;
+  if (persona.primary && persona.primary.connector === target.connector && persona.primary.to === target.chat) return true;
+  if (persona.channels.some((c) => c.connector === target.connector && c.chat === target.chat)) return true;
+  return persona.users.includes(`${target.connector}:${target.chat}`) || target.connector === 'terminal';
+}
