@@ -1,0 +1,143 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { startHarness, type Harness } from '../support/harness.ts';
+
+let h: Harness;
+
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.stop();
+});
+beforeEach(() => {
+  h.fake.reset();
+  h.chat.sent.length = 0;
+});
+
+async function rows<T>(query: ReturnType<typeof sql>): Promise<T[]> {
+  return (await h.app.database.db.execute(query)) as unknown as T[];
+}
+
+describe('a DM from an allowed user', () => {
+  it('is answered through Postgres, a turn job and the model, and leaves a full record', async () => {
+    const result = await h.chat.inject({ text: 'hello there' });
+    expect(result).toEqual({ status: 'queued', conversationId: 'testy:chat:u1' });
+    const [reply] = await h.chat.waitForSent(1);
+    expect(reply).toMatchObject({ chat: 'u1', text: 'echo: hello there' });
+    expect(h.fake.requests).toHaveLength(1);
+    expect(h.fake.requests[0].system).toContain('You are Testy');
+    expect(h.fake.requests[0].toolNames).toEqual(expect.arrayContaining(['end_task', 'clock', 'send_message', 'think_harder']));
+
+    await h.app.waitForIdle('testy:chat:u1');
+    const turns = await rows<{ status: string; kind: string; input_tokens: number; output_tokens: number }>(
+      sql`select status, kind, input_tokens, output_tokens from turns where conversation_id = 'testy:chat:u1'`,
+    );
+    expect(turns).toHaveLength(1);
+    expect(turns[0]).toMatchObject({ status: 'ok', kind: 'user' });
+    expect(turns[0].input_tokens).toBeGreaterThan(0);
+    const messages = await rows<{ role: string }>(sql`select role from messages where conversation_id = 'testy:chat:u1' order by id`);
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    const outbound = await rows<{ status: string; text: string }>(sql`select status, text from outbound_messages where chat = 'u1'`);
+    expect(outbound).toEqual([{ status: 'sent', text: 'echo: hello there' }]);
+  });
+
+  it('is committed with its turn job before the platform is acknowledged', async () => {
+    h.fake.script({ text: 'slow', delayMs: 300 });
+    const result = await h.chat.inject({ text: 'durable?', externalId: 'durable-1' });
+    expect(result.status).toBe('queued');
+    // The handler has returned (the connector would ack now): message, event and job are all committed.
+    const [event] = await rows<{ n: number }>(sql`select count(*)::int as n from inbound_events where external_id = 'durable-1'`);
+    expect(event.n).toBe(1);
+    const [message] = await rows<{ n: number }>(sql`select count(*)::int as n from messages where content->>'content' = 'durable?'`);
+    expect(message.n).toBe(1);
+    const [job] = await rows<{ n: number }>(sql`select count(*)::int as n from pgboss.job where name = 'turn' and singleton_key = 'testy:chat:u1'`);
+    expect(job.n).toBeGreaterThan(0);
+    await h.chat.waitForSent(1);
+    await h.app.waitForIdle('testy:chat:u1');
+  });
+
+  it('is answered once when the platform delivers it twice', async () => {
+    const first = await h.chat.inject({ text: 'only once', externalId: 'dup-1' });
+    const second = await h.chat.inject({ text: 'only once', externalId: 'dup-1' });
+    expect(first.status).toBe('queued');
+    expect(second.status).toBe('duplicate');
+    await h.chat.waitForSent(1);
+    await h.app.waitForIdle('testy:chat:u1');
+    await new Promise((r) => setTimeout(r, 200));
+    expect(h.chat.sent.map((m) => m.text)).toEqual(['echo: only once']);
+    expect(h.fake.requests).toHaveLength(1);
+  });
+});
+
+describe('a DM from a stranger', () => {
+  it('gets one short reply naming their id, at most once a day, and no model call', async () => {
+    const first = await h.chat.inject({ text: 'hi', chat: { id: 'u9', type: 'dm' }, sender: { id: 'u9' } });
+    expect(first.status).toBe('refused');
+    const [notice] = await h.chat.waitForSent(1);
+    expect(notice.chat).toBe('u9');
+    expect(notice.text).toContain('chat:u9');
+    await h.chat.inject({ text: 'hello??', chat: { id: 'u9', type: 'dm' }, sender: { id: 'u9' } });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(h.chat.sent).toHaveLength(1);
+    expect(h.fake.requests).toHaveLength(0);
+    const [stored] = await rows<{ n: number }>(sql`select count(*)::int as n from messages where conversation_id like '%u9%'`);
+    expect(stored.n).toBe(0);
+  });
+
+  it('cannot reach the persona by claiming to be a bot or the terminal', async () => {
+    const spoof = await h.chat.inject({ text: 'let me in', chat: { id: 'u8', type: 'dm' }, sender: { id: 'u8' }, persona: 'testy' });
+    expect(spoof.status).toBe('refused');
+    expect(h.fake.requests).toHaveLength(0);
+  });
+});
+
+describe('group chats', () => {
+  it('needs a mention where the channel says so, and replies in place as a reply', async () => {
+    expect((await h.chat.inject({ text: 'just chatting', chat: { id: 'g1', type: 'group' } })).status).toBe('ignored');
+    const mentioned = await h.chat.inject({ text: '@testy what time is it', chat: { id: 'g1', type: 'group' }, mentioned: true, messageId: 'gm-1' });
+    expect(mentioned).toEqual({ status: 'queued', conversationId: 'testy:chat:g1' });
+    const [reply] = await h.chat.waitForSent(1);
+    expect(reply).toMatchObject({ chat: 'g1', replyTo: 'gm-1' });
+    expect(h.fake.requests[0].lastUserText).toBe('[Ana (chat:u1)] @testy what time is it');
+  });
+
+  it('answers a reply to the bot without a mention, and every message where no mention is needed', async () => {
+    await h.chat.inject({ text: 'and tomorrow?', chat: { id: 'g1', type: 'group' }, replyToBot: true });
+    await h.chat.inject({ text: 'anyone?', chat: { id: 'g2', type: 'group' } });
+    const sent = await h.chat.waitForSent(2);
+    expect(sent.map((m) => m.chat).sort()).toEqual(['g1', 'g2']);
+  });
+
+  it('ignores chats no persona owns, and threads are separate conversations', async () => {
+    expect((await h.chat.inject({ text: '@testy hi', chat: { id: 'g9', type: 'group' }, mentioned: true })).status).toBe('ignored');
+    const threaded = await h.chat.inject({ text: 'in a thread', chat: { id: 'g2', type: 'group', thread: 't1' } });
+    expect(threaded.conversationId).toBe('testy:chat:g2:t1');
+    const [reply] = await h.chat.waitForSent(1);
+    expect(reply).toMatchObject({ chat: 'g2', thread: 't1' });
+    expect(h.fake.requests).toHaveLength(1);
+  });
+});
+
+describe('control commands', () => {
+  it('/status, /think and /new answer at once without a model call', async () => {
+    await h.chat.inject({ text: '/think on', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2' } });
+    await h.chat.inject({ text: '/status', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2' } });
+    const sent = await h.chat.waitForSent(2);
+    expect(sent[0].text).toMatch(/thinking harder/i);
+    expect(sent[1].text).toContain('Persona: testy');
+    expect(sent[1].text).toContain('Thinking: on');
+    expect(h.fake.requests).toHaveLength(0);
+
+    await h.chat.inject({ text: 'remember the word banana', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2' } });
+    await h.chat.waitForSent(3);
+    await h.app.waitForIdle('testy:chat:u2');
+    expect(h.fake.requests[0].body.reasoning_effort).toBe('high');
+    await h.chat.inject({ text: '/new', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2' } });
+    await h.chat.inject({ text: 'what word?', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2' } });
+    await h.chat.waitForSent(5);
+    const contents = h.fake.requests[1].body.messages.map((m: { content: string }) => m.content).join('\n');
+    expect(contents).toContain('what word?');
+    expect(contents).not.toContain('banana');
+  });
+});

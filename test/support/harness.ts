@@ -1,0 +1,96 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
+import { startApp, type App, type AppOptions } from '../../src/app.ts';
+import { parseSettings } from '../../src/config/env.ts';
+import type { Connector } from '../../src/connector.ts';
+import { createTestDatabase, type TestDatabase } from './database.ts';
+import { startFakeLlm, type FakeLlm } from './fake-llm.ts';
+import { createRecordingConnector, type RecordingConnector } from './recording-connector.ts';
+
+export interface PersonaFiles {
+  soul?: string;
+  connectors?: unknown;
+  tools?: unknown;
+  schedules?: unknown;
+  heartbeat?: string;
+}
+
+/** The default test persona: `chat:u1` may DM it, group `g1` needs a mention, `g2` does not. */
+export const TEST_PERSONA: PersonaFiles = {
+  soul: 'You are Testy, a test persona.',
+  connectors: {
+    users: ['chat:u1', 'chat:u2'],
+    primary: { connector: 'chat', to: 'u1' },
+    channels: [
+      { connector: 'chat', chat: 'g1', mention: true },
+      { connector: 'chat', chat: 'g2', mention: false },
+    ],
+  },
+};
+
+export async function writePersonas(personas: Record<string, PersonaFiles>): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-personas-'));
+  for (const [name, files] of Object.entries(personas)) {
+    const p = path.join(dir, name);
+    await fs.mkdir(p, { recursive: true });
+    await fs.writeFile(path.join(p, 'SOUL.md'), files.soul ?? `You are ${name}.`);
+    if (files.connectors) await fs.writeFile(path.join(p, 'connectors.jsonc'), JSON.stringify(files.connectors));
+    if (files.tools) await fs.writeFile(path.join(p, 'tools.jsonc'), JSON.stringify(files.tools));
+    if (files.schedules) await fs.writeFile(path.join(p, 'schedules.jsonc'), JSON.stringify(files.schedules));
+    if (files.heartbeat) await fs.writeFile(path.join(p, 'HEARTBEAT.md'), files.heartbeat);
+  }
+  return dir;
+}
+
+export interface Harness {
+  app: App;
+  fake: FakeLlm;
+  chat: RecordingConnector;
+  db: TestDatabase;
+  personasDir: string;
+  /** Starts another Parlor instance (another "process") on the same database. */
+  startPeer(options?: Partial<AppOptions> & { connectors?: () => Connector[] }): Promise<App>;
+  stop(): Promise<void>;
+}
+
+export async function startHarness(
+  options: { personas?: Record<string, PersonaFiles>; app?: Partial<AppOptions>; env?: Record<string, string> } = {},
+): Promise<Harness> {
+  const db = await createTestDatabase();
+  const fake = await startFakeLlm();
+  const personasDir = await writePersonas(options.personas ?? { testy: TEST_PERSONA });
+  const settings = parseSettings({
+    DATABASE_URL: db.url,
+    LLM_BASE_URL: fake.openaiBaseUrl,
+    LLM_MODEL: 'fake-model',
+    PARLOR_PERSONAS_DIR: personasDir,
+    PARLOR_HTTP_PORT: '0',
+    ...options.env,
+  });
+  const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
+  const chat = createRecordingConnector('chat');
+  const base: AppOptions = { settings, log, worker: true, modelRetryDeadlineMs: 1500, connectors: () => [chat] };
+  const app = await startApp({ ...base, ...options.app });
+  const peers: App[] = [];
+  return {
+    app,
+    fake,
+    chat,
+    db,
+    personasDir,
+    async startPeer(peerOptions = {}) {
+      const peer = await startApp({ ...base, connectors: () => [], ...peerOptions });
+      peers.push(peer);
+      return peer;
+    },
+    async stop() {
+      for (const peer of peers) await peer.stop();
+      await app.stop();
+      await fake.close();
+      await db.drop();
+      await fs.rm(personasDir, { recursive: true, force: true });
+    },
+  };
+}

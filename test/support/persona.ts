@@ -1,0 +1,63 @@
+// Test builders: a Persona with safe defaults, and a ToolContext whose deliver() records every call.
+import pino from 'pino';
+import type { Persona } from '#src/config/persona.ts';
+import type { DeliveryResult, DeliveryTarget, Origin, ToolContext, TurnKind } from '#src/tools/types.ts';
+
+export type PersonaOverrides = Partial<Omit<Persona, 'tools'>> & { tools?: Partial<Persona['tools']> };
+
+export function makePersona(overrides: PersonaOverrides = {}): Persona {
+  const { tools, ...rest } = overrides;
+  return {
+    name: 'tester',
+    dir: '/tmp/parlor-test/personas/tester',
+    soul: 'You are a persona used in tests.',
+    isDefault: true,
+    users: [],
+    approvers: [],
+    channels: [],
+    schedules: [],
+    secrets: {},
+    workspace: '/tmp/parlor-test/personas/tester/workspace',
+    skills: [],
+    ...rest,
+    tools: { deny: [], approve: [], thinking: false, ...tools },
+  };
+}
+
+export interface DeliveryCall {
+  target: DeliveryTarget;
+  text: string;
+  options?: { dedupe?: string };
+}
+
+export interface TestToolContext extends ToolContext {
+  deliveries: DeliveryCall[];
+}
+
+export function makeToolContext(
+  options: {
+    persona?: Persona;
+    kind?: TurnKind;
+    origin?: Origin;
+    signal?: AbortSignal;
+    connectors?: string[];
+    deliverResult?: DeliveryResult;
+  } = {},
+): TestToolContext {
+  const deliveries: DeliveryCall[] = [];
+  return {
+    persona: options.persona ?? makePersona(),
+    conversationId: 'conv-test',
+    turnId: 'turn-test',
+    kind: options.kind ?? 'user',
+    origin: options.origin,
+    signal: options.signal ?? new AbortController().signal,
+    log: pino({ level: 'silent' }),
+    deliveries,
+    async deliver(target, text, deliverOptions) {
+      deliveries.push({ target, text, options: deliverOptions });
+      return options.deliverResult ?? { status: 'sent' };
+    },
+    connectorIds: () => options.connectors ?? ['telegram', 'discord', 'terminal'],
+  };
+}
