@@ -66,7 +66,7 @@ CREATE TABLE "turns" (
 	"output_tokens" integer DEFAULT 0 NOT NULL,
 	"summary" text,
 	"error" text,
-	"created_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"started_at" timestamp with time zone DEFAULT now() NOT NULL,
 	"ended_at" timestamp with time zone
 );
 --> statement-breakpoint
@@ -78,5 +78,5 @@ CREATE INDEX "messages_pending_idx" ON "messages" USING btree ("conversation_id"
 CREATE INDEX "messages_turn_idx" ON "messages" USING btree ("turn_id");--> statement-breakpoint
 CREATE UNIQUE INDEX "outbound_dedupe_idx" ON "outbound_messages" USING btree ("dedupe_key");--> statement-breakpoint
 CREATE INDEX "outbound_pending_idx" ON "outbound_messages" USING btree ("connector","id") WHERE "outbound_messages"."status" = 'pending';--> statement-breakpoint
-CREATE INDEX "turns_conversation_idx" ON "turns" USING btree ("conversation_id","created_at");--> statement-breakpoint
+CREATE INDEX "turns_conversation_idx" ON "turns" USING btree ("conversation_id","started_at");--> statement-breakpoint
 CREATE UNIQUE INDEX "turns_job_idx" ON "turns" USING btree ("job_id");

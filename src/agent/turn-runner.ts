@@ -42,6 +42,9 @@ export class TurnInterrupted extends Error {
   override name = 'TurnInterrupted';
 }
 
+/** A user-turn job whose message an earlier turn already read mid-run: nothing to do. */
+class NothingPending extends Error {}
+
 const SHUTDOWN = 'shutdown';
 const TYPING_REFRESH_MS = 4000;
 
@@ -85,9 +88,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       if (data.kind === 'user') {
         const claimed = await claimPendingMessages(tx, data.conversationId, turnId);
         // Nothing waiting: an earlier turn already read this message mid-run.
-        if (claimed.length === 0) {
-          tx.rollback();
-        }
+        if (claimed.length === 0) throw new NothingPending();
         return { turnId, replyTo: claimed[claimed.length - 1]?.externalId ?? data.origin?.messageId };
       }
       await insertMessage(tx, {
@@ -97,7 +98,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       });
       return { turnId };
     }).catch((err: unknown) => {
-      if (err instanceof Error && err.name === 'TransactionRollbackError') return undefined;
+      if (err instanceof NothingPending) return undefined;
       throw err;
     });
   }

@@ -64,7 +64,8 @@ function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string 
   try {
     parsed = new URL(value);
   } catch {
-    throw new ConfigError(`${name}=${value} is not a URL; expected something like ${protocols[0]}//host:port/...`);
+    // The value may hold a password, so it is not repeated.
+    throw new ConfigError(`${name} is not a valid URL; expected something like ${protocols[0]}//host:port/... (percent-encode special characters in a password)`);
   }
   if (!protocols.includes(parsed.protocol)) {
     throw new ConfigError(`${name} must start with ${protocols.join(' or ')}, got ${parsed.protocol}//`);

@@ -1,7 +1,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
-import { parse as parseJsonc, printParseErrorCode, type ParseError } from 'jsonc-parser';
+import { CronExpressionParser } from 'cron-parser';
+import { parse as parseJsonc, printParseErrorCode, stripComments, type ParseError } from 'jsonc-parser';
 import { parseEnvText } from './env.ts';
 import { ConfigError } from './errors.ts';
 import { connectorsSchema, schedulesSchema, toolsSchema } from './persona-schemas.ts';
@@ -138,6 +139,7 @@ type Validator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null 
 function readJsonc(file: string, validate: Validator, fallback: unknown): unknown {
   if (!fs.existsSync(file)) return fallback;
   const text = fs.readFileSync(file, 'utf8');
+  if (holdsNoValue(text)) return fallback;
   const errors: ParseError[] = [];
   const data = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
   if (errors.length) {
@@ -147,6 +149,11 @@ function readJsonc(file: string, validate: Validator, fallback: unknown): unknow
   if (data === undefined) return fallback;
   if (!validate(data)) throw new ConfigError(`${file}: ${describeSchemaError(validate.errors?.[0])}`);
   return data;
+}
+
+/** An empty or comments-only file means "nothing configured", like a missing one. */
+function holdsNoValue(text: string): boolean {
+  return stripComments(text).trim() === '';
 }
 
 function describeParseError(error: ParseError): string {
@@ -174,14 +181,16 @@ function position(text: string, offset: number): { line: number; column: number 
   return { line: before.length, column: before[before.length - 1].length + 1 };
 }
 
-const CRON_FIELD = /^(\*|\d+(-\d+)?)(\/\d+)?(,(\*|\d+(-\d+)?)(\/\d+)?)*$|^[A-Za-z]{3}(-[A-Za-z]{3})?(,[A-Za-z]{3})*$/;
-
-/** A 5-field cron expression (minute resolution). Returns what is wrong, or undefined. */
+/** A 5-field cron expression (minute resolution), checked by the parser pg-boss schedules with. */
 export function checkCron(expr: string): string | undefined {
   const fields = expr.trim().split(/\s+/);
   if (fields.length !== 5) return `has ${fields.length} fields; use 5 (minute hour day-of-month month day-of-week), e.g. "0 9 * * *"`;
-  const bad = fields.find((f) => !CRON_FIELD.test(f));
-  return bad ? `has an invalid field "${bad}"` : undefined;
+  try {
+    CronExpressionParser.parse(expr, { strict: false });
+    return undefined;
+  } catch (err) {
+    return `is not a valid cron expression (${(err as Error).message})`;
+  }
 }
 
 function loadSkills(dir: string): Persona['skills'] {

@@ -81,7 +81,7 @@ export const turns = pgTable(
     outputTokens: integer('output_tokens').notNull().default(0),
     summary: text('summary'),
     error: text('error'),
-    startedAt: createdAt(),
+    startedAt: timestamp('started_at', { withTimezone: true }).notNull().defaultNow(),
     endedAt: timestamp('ended_at', { withTimezone: true }),
   },
   (t) => [

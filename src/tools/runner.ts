@@ -62,6 +62,8 @@ export class ToolRunner {
       }
       const verdict = await this.approvalGate({ tool, args, ctx }).catch((err: Error) => ({ allowed: false, reason: err.message }));
       if (!verdict.allowed) return { content: `denied: ${tool.name} did not run${verdict.reason ? ` (${verdict.reason})` : ''}.` };
+      // The turn may have been stopped while the question was open.
+      if (ctx.signal.aborted) return { content: `cancelled: the turn was stopped before ${tool.name} ran.` };
     }
     return this.runWithTimeout(tool, args, ctx);
   }
@@ -69,9 +71,8 @@ export class ToolRunner {
   private async runWithTimeout(tool: Tool, args: unknown, ctx: ToolContext): Promise<ToolOutput> {
     const timeoutMs = tool.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
     const controller = new AbortController();
-    const onTurnAbort = () => controller.abort(ctx.signal.reason);
-    ctx.signal.addEventListener('abort', onTurnAbort, { once: true });
     let timer: NodeJS.Timeout | undefined;
+    let onTurnAbort = () => {};
     type Race = { kind: 'done'; value: string | ToolOutput } | { kind: 'timeout' } | { kind: 'cancelled' } | { kind: 'crashed'; error: unknown };
     const outcome = await Promise.race<Race>([
       Promise.resolve()
@@ -84,8 +85,11 @@ export class ToolRunner {
         timer = setTimeout(() => resolve({ kind: 'timeout' }), timeoutMs);
       }),
       new Promise<Race>((resolve) => {
-        if (ctx.signal.aborted) resolve({ kind: 'cancelled' });
-        ctx.signal.addEventListener('abort', () => resolve({ kind: 'cancelled' }), { once: true });
+        onTurnAbort = () => {
+          controller.abort(ctx.signal.reason);
+          resolve({ kind: 'cancelled' });
+        };
+        ctx.signal.addEventListener('abort', onTurnAbort, { once: true });
       }),
     ]);
     clearTimeout(timer);

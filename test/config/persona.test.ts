@@ -1,0 +1,291 @@
+// Persona folders: every problem is a ConfigError naming the file (and the JSON path where there is one).
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it, expect, beforeEach, afterEach } from 'vitest';
+import { loadPersona, loadPersonas } from '#src/config/persona.ts';
+import { ConfigError } from '#src/config/errors.ts';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+let root: string;
+beforeEach(() => {
+  root = fs.mkdtempSync(path.join(os.tmpdir(), 'parlor-personas-'));
+});
+afterEach(() => {
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+/** Writes a persona folder under `root`; SOUL.md defaults to a one-liner, `null` leaves a file out. */
+function persona(name: string, files: Record<string, string | null> = {}): string {
+  const dir = path.join(root, name);
+  const all: Record<string, string | null> = { 'SOUL.md': `You are ${name}.`, ...files };
+  for (const [rel, text] of Object.entries(all)) {
+    if (text === null) continue;
+    fs.mkdirSync(path.dirname(path.join(dir, rel)), { recursive: true });
+    fs.writeFileSync(path.join(dir, rel), text);
+  }
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+}
+
+function configError(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as Error).message).not.toContain('\n');
+    return err as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('a valid persona', () => {
+  it('loads every file (JSONC comments, trailing commas) and fills in defaults', () => {
+    const dir = persona('helper', {
+      'SOUL.md': '\n  You are Helper.\n\n',
+      'HEARTBEAT.md': 'Check the inbox.\n',
+      'connectors.jsonc': `{
+        // who may talk
+        "default": true,
+        "users": ["telegram:123456789", "slack:U024BE7LH",], /* trailing comma */
+        "primary": { "connector": "telegram", "to": "123456789" },
+        "channels": [
+          { "connector": "discord", "chat": "80351110224678912" },
+          { "connector": "telegram", "chat": "-1001234567890", "thread": "7", "mention": false, },
+        ],
+      }`,
+      'tools.jsonc': '{ "deny": ["shell"], "approve": ["send_message",], "thinking": true, "maxIterations": 12, }',
+      'schedules.jsonc': `[
+        // morning
+        { "name": "morning", "type": "cron", "cron": "0 8 * * 1-5", "prompt": "Plan my day.", "deliver": { "connector": "telegram", "to": "123456789" } },
+        { "name": "pulse", "type": "heartbeat", "cron": "*/30 * * * *", "prompt": "Anything to do?", "fresh": true, },
+      ]`,
+    });
+    const p = loadPersona(dir);
+    expect(p.name).toBe('helper');
+    expect(p.dir).toBe(dir);
+    expect(p.soul).toBe('You are Helper.');
+    expect(p.heartbeat).toBe('Check the inbox.');
+    expect(p.isDefault).toBe(true);
+    expect(p.users).toEqual(['telegram:123456789', 'slack:U024BE7LH']);
+    expect(p.approvers).toEqual(p.users);
+    expect(p.primary).toEqual({ connector: 'telegram', to: '123456789' });
+    expect(p.channels).toEqual([
+      { connector: 'discord', chat: '80351110224678912', mention: true },
+      { connector: 'telegram', chat: '-1001234567890', thread: '7', mention: false },
+    ]);
+    expect(p.tools).toMatchObject({ deny: ['shell'], approve: ['send_message'], thinking: true, maxIterations: 12 });
+    expect(p.schedules.map((s) => [s.name, s.type, s.cron])).toEqual([['morning', 'cron', '0 8 * * 1-5'], ['pulse', 'heartbeat', '*/30 * * * *']]);
+    expect(p.schedules[0].deliver).toEqual({ connector: 'telegram', to: '123456789' });
+    expect(p.workspace).toBe(path.join(dir, 'workspace'));
+    expect(p.secrets).toEqual({});
+    expect(p.skills).toEqual([]);
+  });
+
+  it('with only a SOUL.md gets empty defaults', () => {
+    const p = loadPersona(persona('bare'));
+    expect(p).toMatchObject({
+      isDefault: false, users: [], approvers: [], channels: [], schedules: [], heartbeat: undefined, primary: undefined,
+      tools: { deny: [], approve: [], thinking: false },
+    });
+  });
+
+  it('keeps explicit approvers', () => {
+    const p = loadPersona(persona('p', { 'connectors.jsonc': '{ "users": ["telegram:1", "telegram:2"], "approvers": ["telegram:1"] }' }));
+    expect(p.approvers).toEqual(['telegram:1']);
+  });
+
+  it('reads persona secrets from its .env', () => {
+    const p = loadPersona(persona('p', { '.env': '# secrets\nGITHUB_TOKEN=ghp_abc\nQUOTED="a b c"\n' }));
+    expect(p.secrets).toEqual({ GITHUB_TOKEN: 'ghp_abc', QUOTED: 'a b c' });
+  });
+
+  it('lists skills that have a SKILL.md', () => {
+    const dir = persona('p', {
+      'skills/weather/SKILL.md': '---\nname: weather\ndescription: Look up the forecast\n---\nUse the API.\n',
+      'skills/notes/SKILL.md': '# Notes\nKeep tidy notes.\n',
+      'skills/empty-folder/README.md': 'not a skill',
+    });
+    const skills = loadPersona(dir).skills.sort((a, b) => a.name.localeCompare(b.name));
+    expect(skills).toEqual([
+      { name: 'notes', description: '# Notes', file: path.join(dir, 'skills/notes/SKILL.md') },
+      { name: 'weather', description: 'Look up the forecast', file: path.join(dir, 'skills/weather/SKILL.md') },
+    ]);
+  });
+
+  it('treats a comment-only JSONC file like a missing one', () => {
+    const p = loadPersona(persona('p', { 'schedules.jsonc': '// nothing scheduled yet\n', 'tools.jsonc': '' }));
+    expect(p.schedules).toEqual([]);
+    expect(p.tools.deny).toEqual([]);
+  });
+});
+
+describe('SOUL.md', () => {
+  it('missing', () => {
+    const dir = persona('p', { 'SOUL.md': null });
+    expect(configError(() => loadPersona(dir)).message).toContain(path.join(dir, 'SOUL.md'));
+  });
+
+  it('empty (whitespace only)', () => {
+    const dir = persona('p', { 'SOUL.md': '  \n\n' });
+    const err = configError(() => loadPersona(dir));
+    expect(err.message).toContain(path.join(dir, 'SOUL.md'));
+    expect(err.message).toMatch(/empty/);
+  });
+});
+
+describe('JSONC files', () => {
+  it('malformed JSONC reports file:line:column', () => {
+    const dir = persona('p', { 'connectors.jsonc': '{\n  "default": true\n  "users": []\n}\n' });
+    const err = configError(() => loadPersona(dir));
+    expect(err.message).toContain(`${path.join(dir, 'connectors.jsonc')}:3:3:`);
+    expect(err.message).toMatch(/invalid JSONC/);
+  });
+
+  it('an unknown key names the file, the JSON path and the key', () => {
+    const dir = persona('p', { 'connectors.jsonc': '{ "channels": [{ "connector": "telegram", "chat": "1", "mentions": true }] }' });
+    const err = configError(() => loadPersona(dir));
+    expect(err.message).toContain(path.join(dir, 'connectors.jsonc'));
+    expect(err.message).toContain('/channels/0');
+    expect(err.message).toContain('"mentions"');
+  });
+
+  it('an unknown top-level key in tools.jsonc', () => {
+    const dir = persona('p', { 'tools.jsonc': '{ "denied": ["shell"] }' });
+    const err = configError(() => loadPersona(dir));
+    expect(err.message).toContain(path.join(dir, 'tools.jsonc'));
+    expect(err.message).toContain('"denied"');
+  });
+
+  it('a wrong type names the path', () => {
+    const dir = persona('p', { 'connectors.jsonc': '{ "channels": [{ "connector": "telegram", "chat": "1", "mention": "yes" }] }' });
+    const err = configError(() => loadPersona(dir));
+    expect(err.message).toContain(path.join(dir, 'connectors.jsonc'));
+    expect(err.message).toContain('/channels/0/mention');
+    expect(err.message).toMatch(/boolean/);
+  });
+
+  it('an out-of-range number in tools.jsonc names the path', () => {
+    const err = configError(() => loadPersona(persona('p', { 'tools.jsonc': '{ "maxIterations": 0 }' })));
+    expect(err.message).toContain('/maxIterations');
+  });
+
+  it.each(['123456789', 'Telegram:1', 'telegram:', ':1'])('a bad user address %j', (address) => {
+    const dir = persona('p', { 'connectors.jsonc': JSON.stringify({ users: ['telegram:1', address] }) });
+    const err = configError(() => loadPersona(dir));
+    expect(err.message).toContain(path.join(dir, 'connectors.jsonc'));
+    expect(err.message).toContain('/users/1');
+    expect(err.message).toContain('telegram:123456789');
+  });
+
+  it('a bad approver address', () => {
+    const err = configError(() => loadPersona(persona('p', { 'connectors.jsonc': '{ "approvers": ["bob"] }' })));
+    expect(err.message).toContain('/approvers/0');
+  });
+
+  it('a schedule without a prompt', () => {
+    const err = configError(() => loadPersona(persona('p', { 'schedules.jsonc': '[{ "name": "a", "type": "cron", "cron": "* * * * *" }]' })));
+    expect(err.message).toContain('schedules.jsonc');
+    expect(err.message).toContain('prompt');
+  });
+});
+
+describe('schedules', () => {
+  const entry = (name: string, cron: string) => ({ name, type: 'cron', cron, prompt: 'go' });
+  const schedules = (...entries: object[]) => ({ 'schedules.jsonc': JSON.stringify(entries) });
+
+  it('a duplicate name', () => {
+    const dir = persona('p', schedules(entry('daily', '0 9 * * *'), entry('daily', '0 18 * * *')));
+    const err = configError(() => loadPersona(dir));
+    expect(err.message).toContain(path.join(dir, 'schedules.jsonc'));
+    expect(err.message).toContain('/1/name');
+    expect(err.message).toContain('"daily"');
+  });
+
+  it.each([
+    ['4 fields', '0 9 * *'],
+    ['6 fields', '0 0 9 * * *'],
+    ['a bad field', '0 9 * * x?'],
+    ['a word in a field', '0 nine * * *'],
+  ])('an invalid cron (%s)', (_what, cron) => {
+    const dir = persona('p', schedules(entry('daily', cron)));
+    const err = configError(() => loadPersona(dir));
+    expect(err.message).toContain(path.join(dir, 'schedules.jsonc'));
+    expect(err.message).toContain('/0/cron');
+    expect(err.message).toContain(cron);
+  });
+
+  it('the field count is in the message', () => {
+    const err = configError(() => loadPersona(persona('p', schedules(entry('daily', '0 9 * *')))));
+    expect(err.message).toMatch(/4 fields/);
+  });
+
+  // The scheduler (pg-boss, via cron-parser) rejects these; the load-time check should too.
+  it.each(['60 9 * * *', '0 24 * * *', 'abc * * * *'])('an out-of-range cron %j is rejected', (cron) => {
+    const err = configError(() => loadPersona(persona('p', schedules(entry('daily', cron)))));
+    expect(err.message).toContain('/0/cron');
+  });
+
+  it.each(['0 8 * * 1-5', '*/15 * * * *', '0 9,18 * * MON-FRI', '5 4 1 JAN *', '0 0 1-7/2 * 0'])('a valid cron %j loads', (cron) => {
+    expect(loadPersona(persona('p', schedules(entry('x', cron)))).schedules[0].cron).toBe(cron);
+  });
+});
+
+describe('loadPersonas', () => {
+  it('loads every folder, skipping dot-folders and files', () => {
+    persona('alpha', { 'connectors.jsonc': '{ "default": true }' });
+    persona('beta');
+    fs.mkdirSync(path.join(root, '.git'));
+    fs.writeFileSync(path.join(root, 'README.md'), 'personas');
+    const list = loadPersonas(root);
+    expect(list.map((p) => p.name).sort()).toEqual(['alpha', 'beta']);
+    expect(list.find((p) => p.isDefault)?.name).toBe('alpha');
+  });
+
+  it('two default personas', () => {
+    persona('alpha', { 'connectors.jsonc': '{ "default": true }' });
+    persona('beta', { 'connectors.jsonc': '{ "default": true }' });
+    const err = configError(() => loadPersonas(root));
+    expect(err.message).toContain('alpha');
+    expect(err.message).toContain('beta');
+    expect(err.message).toContain('default');
+  });
+
+  it('no personas', () => {
+    expect(configError(() => loadPersonas(root)).message).toContain(root);
+  });
+
+  it('a missing personas folder', () => {
+    const missing = path.join(root, 'nope');
+    const err = configError(() => loadPersonas(missing));
+    expect(err.message).toContain(missing);
+    expect(err.message).toContain('PARLOR_PERSONAS_DIR');
+  });
+
+  it.each(['My Persona', 'Alpha', '-dash', 'caf\u00e9'])('a folder with an invalid name %j', (name) => {
+    persona(name);
+    const err = configError(() => loadPersonas(root));
+    expect(err.message).toContain(`"${name}"`);
+  });
+
+  it('a broken persona fails the whole load and names its file', () => {
+    persona('good');
+    persona('bad', { 'tools.jsonc': '{ "thinking": "yes" }' });
+    const err = configError(() => loadPersonas(root));
+    expect(err.message).toContain(path.join(root, 'bad', 'tools.jsonc'));
+    expect(err.message).toContain('/thinking');
+  });
+});
+
+describe('the shipped personas folder', () => {
+  it('loads without error and has "assistant" as the default', () => {
+    const list = loadPersonas(path.join(REPO, 'personas'));
+    const assistant = list.find((p) => p.name === 'assistant');
+    expect(assistant).toBeDefined();
+    expect(assistant?.isDefault).toBe(true);
+    expect(list.filter((p) => p.isDefault)).toHaveLength(1);
+    expect(assistant?.soul.length).toBeGreaterThan(50);
+  });
+});
