@@ -26,6 +26,8 @@ export interface AppOptions {
   log: Logger;
   /** Connectors this process runs (the terminal for `parlor chat`; platforms for `parlor start`). */
   connectors?: (ctx: { settings: Settings; personas: Persona[] }) => Connector[];
+  /** Connectors that run in other processes of this deployment, besides those the settings configure. */
+  remoteConnectors?: string[];
   /** Run turn jobs here. */
   worker?: boolean;
   workerConcurrency?: number;
@@ -81,7 +83,7 @@ export async function startApp(options: AppOptions): Promise<App> {
 
     const connectors = new Map<string, Connector>();
     for (const c of options.connectors?.({ settings, personas }) ?? []) connectors.set(c.id, c);
-    const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...connectors.keys()])];
+    const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...(options.remoteConnectors ?? []), ...connectors.keys()])];
     const delivery = createDelivery({ db: database.db, sql: database.sql, connectors, knownConnectors, log });
     cleanups.push(() => delivery.stop());
 

@@ -128,6 +128,7 @@ describe('the turn loop', () => {
     await dm('u1', 'retry me');
     const [reply] = await h.chat.waitForSent(1, 15_000);
     expect(reply.text).toBe('echo: retry me');
+    await h.app.waitForIdle('testy:chat:u1');
     const [row] = await rows<{ status: string; attempts: number }>(sql`select status, attempts from outbound_messages where text = 'echo: retry me'`);
     expect(row).toEqual({ status: 'sent', attempts: 3 });
   });

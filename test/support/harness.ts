@@ -81,7 +81,7 @@ export async function startHarness(
     db,
     personasDir,
     async startPeer(peerOptions = {}) {
-      const peer = await startApp({ ...base, connectors: () => [], ...peerOptions });
+      const peer = await startApp({ ...base, connectors: () => [], remoteConnectors: ['chat'], ...peerOptions });
       peers.push(peer);
       return peer;
     },
