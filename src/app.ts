@@ -90,7 +90,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     const model =
       options.model ??
       withModelRetries(createModelClient(llm!), {
-        deadlineMs: options.modelRetryDeadlineMs ?? 90_000,
+        deadlineMs: options.modelRetryDeadlineMs ?? llm!.retryDeadlineMs,
         onRetry: (err, attempt, delayMs) => log.warn({ err: (err as Error).message, attempt, delayMs }, 'model call failed; retrying'),
       });
     const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }));

@@ -10,6 +10,8 @@ export interface LlmSettings {
   baseUrl?: string;
   apiKey?: string;
   model: string;
+  /** How long failing model calls (429/5xx/network) are retried before the turn fails. */
+  retryDeadlineMs: number;
 }
 
 export interface Settings {
@@ -89,7 +91,9 @@ export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sett
           '(for a local OpenAI-compatible server set LLM_BASE_URL instead, e.g. http://localhost:11434/v1)',
       );
     }
-    llm = { provider, model, baseUrl, apiKey };
+    const retryText = optional(env, 'LLM_RETRY_SECONDS') ?? '90';
+    if (!/^\d+$/.test(retryText)) throw new ConfigError(`LLM_RETRY_SECONDS=${retryText} is not a whole number of seconds`);
+    llm = { provider, model, baseUrl, apiKey, retryDeadlineMs: Number(retryText) * 1000 };
   } else if (optional(env, 'LLM_BASE_URL') || optional(env, 'LLM_API_KEY')) {
     throw new ConfigError('LLM_MODEL is not set; name the model to use, e.g. LLM_MODEL=gpt-4.1-mini or LLM_MODEL=llama3.1');
   }

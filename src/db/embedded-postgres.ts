@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
@@ -69,6 +69,22 @@ async function serverUser(): Promise<{ uid: number; gid: number } | undefined> {
       );
     }
   }
+}
+
+/**
+ * `<home>/postgres`, unless we are root and the `postgres` user cannot reach it (a home under /root, say): then a
+ * folder under /var/lib/parlor named after the home, so the data still survives restarts.
+ */
+async function chooseDataDir(root: string, user: { uid: number; gid: number } | undefined): Promise<string> {
+  const preferred = path.join(root, 'postgres');
+  if (!user) return preferred;
+  // Our own home only needs to be traversable (not readable) by the server's user.
+  const mode = (await fs.stat(root)).mode & 0o777;
+  if ((mode & 0o001) === 0) await fs.chmod(root, mode | 0o001);
+  if ((await run('/bin/sh', ['-c', 'test -x "$0"', root], user)).code === 0) return preferred;
+  const fallback = path.join('/var/lib/parlor', createHash('sha256').update(root).digest('hex').slice(0, 12));
+  await fs.mkdir(fallback, { recursive: true, mode: 0o711 });
+  return path.join(fallback, 'postgres');
 }
 
 function run(file: string, args: string[], user: { uid: number; gid: number } | undefined, env?: NodeJS.ProcessEnv) {
@@ -166,11 +182,11 @@ export async function startEmbeddedPostgres(
 ): Promise<EmbeddedPostgres> {
   const root = path.resolve(home);
   await fs.mkdir(root, { recursive: true });
-  const dataDir = path.join(root, 'postgres');
   const settingsFile = path.join(root, 'postgres.json');
-  const logFile = path.join(root, 'postgres.log');
   const bin = await loadBinaries();
   const user = await serverUser();
+  const dataDir = await chooseDataDir(root, user);
+  const logFile = path.join(path.dirname(dataDir), 'postgres.log');
 
   const settings = await withStartLock(root, async () => {
     let settings = await readSettings(settingsFile);

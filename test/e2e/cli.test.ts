@@ -1,0 +1,114 @@
+// The `parlor` command as a user runs it: a child process, the fake LLM, real Postgres.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
+import { TEST_PERSONA, writePersonas } from '../support/harness.ts';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = path.join(root, 'bin/parlor.js');
+
+let fake: FakeLlm;
+let db: TestDatabase;
+let cwd: string;
+
+beforeAll(async () => {
+  fake = await startFakeLlm();
+  db = await createTestDatabase();
+  cwd = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-cli-'));
+});
+afterAll(async () => {
+  await fake?.close();
+  await db?.drop();
+  await fs.rm(cwd, { recursive: true, force: true });
+});
+beforeEach(() => fake.reset());
+
+/** Runs `parlor` with a clean environment: only what the test gives it. */
+function parlor(args: string[], env: Record<string, string>, input?: string) {
+  return execa('node', [bin, ...args], {
+    cwd,
+    env: { PATH: process.env.PATH!, HOME: process.env.HOME ?? cwd, ...env },
+    extendEnv: false,
+    input,
+    reject: false,
+    timeout: 60_000,
+  });
+}
+
+const model = () => ({ LLM_BASE_URL: fake.openaiBaseUrl, LLM_MODEL: 'fake-model' });
+
+describe('parlor chat', () => {
+  it('answers piped lines through the whole pipeline, including a tool call round trip', async () => {
+    fake.script(
+      { toolCalls: [{ name: 'clock', arguments: { timezone: 'Europe/Berlin' } }] },
+      (req) => ({ text: `The clock says: ${req.body.messages.at(-1).content.includes('Europe/Berlin') ? 'Berlin time' : '?'}` }),
+      { text: 'Second answer.' },
+    );
+    const result = await parlor(['chat', '--persona', 'assistant'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') }, 'what time is it in Berlin?\nthanks\n');
+    expect(result.stderr).toBe('');
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout).toBe('The clock says: Berlin time\nSecond answer.');
+    expect(fake.requests).toHaveLength(3);
+    expect(fake.requests[1].body.messages.at(-1).role).toBe('tool');
+    expect(fake.requests[0].system).toContain('You are Assistant');
+  });
+
+  it('says sorry, without a stack trace, when the model endpoint is down', async () => {
+    const result = await parlor(
+      ['chat'],
+      { LLM_BASE_URL: 'http://127.0.0.1:9/v1', LLM_MODEL: 'x', LLM_RETRY_SECONDS: '1', DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') },
+      'hello?\n',
+    );
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout).toBe("Sorry, I couldn't reach the model just now. Please try again in a moment.");
+    expect(result.stdout + result.stderr).not.toMatch(/\n\s+at |ECONNREFUSED/);
+  });
+
+  it('refuses an unknown persona with one line', async () => {
+    const result = await parlor(['chat', '--persona', 'nobody'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') }, 'hi\n');
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr.trim()).toMatch(/^parlor: no persona named "nobody" in .*personas \(have: assistant\)$/);
+  });
+});
+
+describe('configuration errors', () => {
+  it('with no model configured, start exits 2 naming the variables and an example', async () => {
+    const result = await parlor(['start'], { DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') });
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toContain('no model configured');
+    expect(result.stderr).toContain('LLM_MODEL');
+    expect(result.stderr).toContain('LLM_BASE_URL=http://localhost:11434/v1');
+    expect(result.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('a malformed persona file is named with its JSON path, exit 2', async () => {
+    const dir = await writePersonas({ broken: { ...TEST_PERSONA, connectors: { channels: [{ connector: 'telegram', chat: '-100', mention: 'yes' }] } } });
+    const result = await parlor(['start'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr.trim()).toBe(`parlor: ${path.join(dir, 'broken', 'connectors.jsonc')}: /channels/0/mention must be boolean`);
+  });
+
+  it('an unreachable database is one clear line, exit 1', async () => {
+    const result = await parlor(['start'], { ...model(), DATABASE_URL: 'postgres://parlor:secret@127.0.0.1:9/parlor', PARLOR_PERSONAS_DIR: path.join(root, 'personas') });
+    expect(result.exitCode).toBe(1);
+    expect(result.stderr.trim()).toMatch(/^parlor: cannot connect to the database at postgres:\/\/parlor:\*\*\*@127\.0\.0\.1:9\/parlor \(ECONNREFUSED.*\)\. Check DATABASE_URL, or unset it to use the embedded Postgres\.$/);
+    expect(result.stderr).not.toContain('secret');
+  });
+
+  it('doctor reports what is wrong and how to fix it', async () => {
+    const result = await parlor(['doctor'], { LLM_BASE_URL: 'http://127.0.0.1:9/v1', LLM_MODEL: 'x', DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas'), TELEGRAM_BOT_TOKEN: '123:abc', TELEGRAM_API_ROOT: fake.origin });
+    expect(result.exitCode).toBe(1);
+    expect(result.stdout).toContain('✓ personas: 1');
+    expect(result.stdout).toMatch(/✓ database: .*Postgres \d+/);
+    expect(result.stdout).toMatch(/✗ model: cannot reach http:\/\/127\.0\.0\.1:9 .*check LLM_BASE_URL/);
+    expect(result.stdout).toMatch(/✗ telegram: token refused/);
+    const healthy = await parlor(['doctor'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') });
+    expect(healthy.stdout).toContain('✓ model: openai fake-model');
+    expect(healthy.exitCode).toBe(0);
+  });
+});
