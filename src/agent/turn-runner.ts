@@ -35,6 +35,20 @@ export interface TurnRunnerDeps {
 export interface TurnJob {
   id: string;
   data: TurnJobData;
+  /** 0 on the first delivery; more when the job is retried (after a crash or a shutdown). */
+  retryCount?: number;
+}
+
+interface ConversationState {
+  historyAfterId: number;
+  thinking: boolean;
+}
+
+interface StartedTurn {
+  turnId: string;
+  replyTo?: string;
+  conversation: ConversationState;
+  resumed: boolean;
 }
 
 /** Thrown when a turn was interrupted by shutdown: the job is released and retried, not recorded as failed. */
@@ -59,11 +73,14 @@ export interface TurnRunner {
 
 export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   const active = new Map<string, AbortController>();
+  /** Stop requests for turns not (yet) registered here: a turn checks this when it registers. */
+  const early = new Set<string>();
   const { db } = deps.database;
 
-  async function begin(job: TurnJob, persona: Persona): Promise<{ turnId: string; replyTo?: string } | undefined> {
+  async function begin(job: TurnJob, persona: Persona): Promise<StartedTurn | undefined> {
     const { data } = job;
-    const existing = await getTurnByJob(db, job.id);
+    // Only a redelivered job can have a turn already.
+    const existing = job.retryCount ? await getTurnByJob(db, job.id) : undefined;
     if (existing) {
       if (existing.status !== 'running') return undefined;
       // The job was redelivered after a crash: if the reply already went out, the turn is done.
@@ -73,11 +90,17 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         return undefined;
       }
       deps.log.info({ conversation: data.conversationId, turn: existing.id }, 'resuming an interrupted turn');
-      return { turnId: existing.id, replyTo: data.origin?.messageId };
+      const conversation = await getConversation(db, data.conversationId);
+      return {
+        turnId: existing.id,
+        replyTo: data.origin?.messageId,
+        conversation: { historyAfterId: conversation?.historyAfterId ?? 0, thinking: conversation?.thinking ?? false },
+        resumed: true,
+      };
     }
     const turnId = randomUUID();
-    return db.transaction(async (tx) => {
-      await ensureConversation(tx, {
+    return db.transaction(async (tx): Promise<StartedTurn> => {
+      const conversation = await ensureConversation(tx, {
         id: data.conversationId,
         persona: persona.name,
         connector: data.origin?.connector,
@@ -89,14 +112,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         const claimed = await claimPendingMessages(tx, data.conversationId, turnId);
         // Nothing waiting: an earlier turn already read this message mid-run.
         if (claimed.length === 0) throw new NothingPending();
-        return { turnId, replyTo: claimed[claimed.length - 1]?.externalId ?? data.origin?.messageId };
+        return { turnId, replyTo: claimed[claimed.length - 1]?.externalId ?? data.origin?.messageId, conversation, resumed: false };
       }
       await insertMessage(tx, {
         conversationId: data.conversationId,
         turnId,
         message: { role: 'user', content: backgroundPrompt(data.kind, data.prompt) },
       });
-      return { turnId };
+      return { turnId, conversation, resumed: false };
     }).catch((err: unknown) => {
       if (err instanceof NothingPending) return undefined;
       throw err;
@@ -119,8 +142,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     active.set(turnId, controller);
     const stopTyping = startTyping(data.origin, data.kind);
     try {
-      if (await isTurnCancelRequested(db, turnId)) controller.abort('stop');
-      const result = await execute(job, persona, turnId, controller.signal, turnLog);
+      // A /stop may have come between the turn's commit and now (or, for a resumed turn, before the restart).
+      if (early.delete(turnId) || (started.resumed && (await isTurnCancelRequested(db, turnId)))) controller.abort('stop');
+      const result = await execute(job, persona, started, controller.signal, turnLog);
       if (controller.signal.reason === SHUTDOWN) throw new TurnInterrupted('interrupted by shutdown');
       await conclude(job, persona, turnId, result, started.replyTo, turnLog);
     } catch (err) {
@@ -136,10 +160,10 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  async function execute(job: TurnJob, persona: Persona, turnId: string, signal: AbortSignal, log: Logger): Promise<LoopResult> {
+  async function execute(job: TurnJob, persona: Persona, started: StartedTurn, signal: AbortSignal, log: Logger): Promise<LoopResult> {
     const { data } = job;
-    const conversation = await getConversation(db, data.conversationId);
-    const history = await loadHistoryWindow(db, data.conversationId, conversation?.historyAfterId ?? 0, deps.history ?? DEFAULT_HISTORY_BUDGET);
+    const { turnId, conversation } = started;
+    const history = await loadHistoryWindow(db, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
     const offered = deps.tools.toolsFor(persona, data.kind);
     const ctx: ToolContext = {
       persona,
@@ -169,7 +193,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       messages: history,
       tools: { specs: deps.tools.specs(offered), list: offered, execute: (call) => deps.tools.execute(call, offered, ctx) },
       background: data.kind !== 'user',
-      thinking: (conversation?.thinking ?? false) || persona.tools.thinking,
+      thinking: conversation.thinking || persona.tools.thinking,
       maxIterations: persona.tools.maxIterations,
       deadline: Date.now() + timeoutMs,
       signal,
@@ -241,8 +265,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     run,
     cancel(turnId) {
       const controller = active.get(turnId);
-      controller?.abort('stop');
-      return controller !== undefined;
+      if (controller) {
+        controller.abort('stop');
+        return true;
+      }
+      early.add(turnId);
+      // Bounded: requests for turns that never run here are forgotten.
+      setTimeout(() => early.delete(turnId), 60_000).unref();
+      return false;
     },
     interruptAll() {
       for (const controller of active.values()) controller.abort(SHUTDOWN);

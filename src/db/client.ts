@@ -39,8 +39,24 @@ export async function connectDatabase(url: string, options: { max?: number } = {
       { cause: err },
     );
   }
-  const db = drizzle(sql, { schema });
+  const db = drizzle(preparing(sql), { schema });
   return { url, sql, db, close: () => sql.end({ timeout: 5 }) };
+}
+
+/**
+ * drizzle runs its queries unprepared, so Postgres parses and plans each one again. Its query texts are
+ * parameterised and few, so letting postgres.js prepare them (and cache the plans per connection) is safe and
+ * saves a parse per query on every turn.
+ */
+function preparing<T extends postgres.Sql | postgres.TransactionSql>(sql: T): T {
+  const unsafe: postgres.Sql['unsafe'] = (query, params, options) => sql.unsafe(query, params, { ...options, prepare: true });
+  const begin = (...args: unknown[]) => {
+    const fn = args.pop() as (tx: postgres.TransactionSql) => unknown;
+    return ((sql as postgres.Sql).begin as (...a: unknown[]) => unknown)(...args, (tx: postgres.TransactionSql) => fn(preparing(tx)));
+  };
+  return new Proxy(sql, {
+    get: (target, prop, receiver) => (prop === 'unsafe' ? unsafe : prop === 'begin' ? begin : Reflect.get(target, prop, receiver)),
+  });
 }
 
 const migrationsFolder = fileURLToPath(new URL('../../migrations', import.meta.url));

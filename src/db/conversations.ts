@@ -4,14 +4,17 @@ import { conversations } from './schema.ts';
 
 export type ConversationRow = typeof conversations.$inferSelect;
 
+/** Creates the conversation or marks it active; returns what a turn needs to know of it. */
 export async function ensureConversation(
   db: Queryable,
   row: { id: string; persona: string; connector?: string; chat?: string; thread?: string },
-): Promise<void> {
-  await db
+): Promise<{ historyAfterId: number; thinking: boolean }> {
+  const [state] = await db
     .insert(conversations)
     .values({ id: row.id, persona: row.persona, connector: row.connector, chat: row.chat, thread: row.thread })
-    .onConflictDoUpdate({ target: conversations.id, set: { lastActivityAt: sql`now()` } });
+    .onConflictDoUpdate({ target: conversations.id, set: { lastActivityAt: sql`now()` } })
+    .returning({ historyAfterId: conversations.historyAfterId, thinking: conversations.thinking });
+  return state;
 }
 
 export async function getConversation(db: Queryable, id: string): Promise<ConversationRow | undefined> {

@@ -8,13 +8,14 @@ export async function startTurnWorker(jobs: JobSystem, runner: TurnRunner, optio
     QUEUES.turn,
     {
       batchSize: 1,
+      includeMetadata: true,
       localConcurrency: options.concurrency,
       pollingIntervalSeconds: 0.5,
       // New jobs wake the worker through LISTEN/NOTIFY; polling is only the backstop.
       notifyPollingIntervalSeconds: 2,
     },
     async ([job]) => {
-      await runner.run({ id: job.id, data: job.data });
+      await runner.run({ id: job.id, data: job.data, retryCount: job.retryCount });
     },
   );
 }

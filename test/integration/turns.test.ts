@@ -117,7 +117,7 @@ describe('the turn loop', () => {
     await h.chat.waitForSent(1);
     await h.app.waitForIdle('testy:chat:u1');
     const [turn] = await rows<{ job_id: string; origin: unknown }>(sql`select job_id, origin from turns where conversation_id = 'testy:chat:u1' order by started_at desc limit 1`);
-    await h.app.runner.run({ id: turn.job_id, data: { conversationId: 'testy:chat:u1', persona: 'testy', kind: 'user', origin: turn.origin as never } });
+    await h.app.runner.run({ id: turn.job_id, retryCount: 1, data: { conversationId: 'testy:chat:u1', persona: 'testy', kind: 'user', origin: turn.origin as never } });
     expect(h.chat.sent).toHaveLength(1);
     expect(h.fake.requests).toHaveLength(1);
   });
