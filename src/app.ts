@@ -11,8 +11,7 @@ import { createDelivery, type Delivery } from '#src/agent/delivery.ts';
 import { createTurnRunner, type TurnRunner } from '#src/agent/turn-runner.ts';
 import type { HistoryBudget } from '#src/agent/history.ts';
 import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
-import { QUEUES } from '#src/jobs/queues.ts';
-import { startTurnWorker } from '#src/jobs/workers.ts';
+import { startTurnWorkers } from '#src/jobs/workers.ts';
 import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, withModelRetries } from '#src/llm/index.ts';
@@ -78,7 +77,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     const database = await connectDatabase(url);
     cleanups.push(() => database.close());
     await migrateDatabase(database);
-    const jobs = await startJobSystem(url, log);
+    const jobs = await startJobSystem(database, log);
     cleanups.push(() => jobs.stop({ timeoutMs: 3000 }));
 
     const connectors = new Map<string, Connector>();
@@ -118,10 +117,10 @@ export async function startApp(options: AppOptions): Promise<App> {
     if (options.worker !== false) {
       const cancelListener = await database.sql.listen(CANCEL_CHANNEL, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
-      await startTurnWorker(jobs, runner, { concurrency: options.workerConcurrency ?? 8 });
+      const workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8 });
       cleanups.push(async () => {
         // Let running turns finish briefly, then release them: their jobs are retried on the next start.
-        await jobs.boss.offWork(QUEUES.turn, { wait: false });
+        await workers.stop();
         const deadline = Date.now() + 2500;
         while (runner.activeCount() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
         runner.interruptAll();

@@ -1,25 +1,34 @@
 import { PgBoss, fromDrizzle } from 'pg-boss';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import { applicationName, type Queryable } from '#src/db/client.ts';
+import { applicationName, type Database, type Queryable } from '#src/db/client.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
 
 export type Boss = PgBoss;
 
+/** Postgres channel that tells every process a turn job is waiting. */
+export const TURN_CHANNEL = 'parlor_turn';
+
 export interface JobSystem {
   boss: PgBoss;
-  /** Enqueues a turn; with `tx`, inside that transaction (committed with the message that caused it). */
+  /**
+   * Enqueues a turn; with `tx`, inside that transaction (committed with the message that caused it). Workers
+   * hear of it on TURN_CHANNEL when it commits, instead of at their next poll.
+   */
   enqueueTurn(data: TurnJobData, tx?: Queryable): Promise<string | null>;
   stop(options?: { timeoutMs?: number }): Promise<void>;
 }
 
-export async function startJobSystem(databaseUrl: string, log: Logger, options: { poolSize?: number } = {}): Promise<JobSystem> {
+export async function startJobSystem(
+  database: Database,
+  log: Logger,
+  options: { poolSize?: number } = {},
+): Promise<JobSystem> {
   const boss = new PgBoss({
-    connectionString: databaseUrl,
+    connectionString: database.url,
     application_name: applicationName,
     max: options.poolSize ?? 10,
     schema: 'pgboss',
-    useListenNotify: true,
   });
   boss.on('error', (err: Error) => log.error({ err }, 'job queue error'));
   boss.on('warning', (w: unknown) => log.warn({ warning: w }, 'job queue warning'));
@@ -28,7 +37,6 @@ export async function startJobSystem(databaseUrl: string, log: Logger, options: 
   if (!existing) {
     await boss.createQueue(QUEUES.turn, {
       policy: 'key_strict_fifo',
-      notify: true,
       // A turn that dies with its process is retried; a handler never fails a job otherwise (it would hold the key).
       retryLimit: 5,
       retryDelay: 1,
@@ -40,11 +48,16 @@ export async function startJobSystem(databaseUrl: string, log: Logger, options: 
   }
   return {
     boss,
-    enqueueTurn: (data, tx) =>
-      boss.send(QUEUES.turn, data as unknown as object, {
+    async enqueueTurn(data, tx) {
+      const db = tx ?? database.db;
+      const id = await boss.send(QUEUES.turn, data as unknown as object, {
         singletonKey: data.conversationId,
         ...(tx ? { db: fromDrizzle(tx as never, sql) } : {}),
-      }),
+      });
+      // pg-boss's own queue notification would wake every idle worker of every process; this one wakes one each.
+      await db.execute(sql`select pg_notify(${TURN_CHANNEL}, '')`);
+      return id;
+    },
     stop: async ({ timeoutMs = 5000 } = {}) => {
       await boss.stop({ graceful: true, timeout: timeoutMs, close: true });
     },
