@@ -88,7 +88,7 @@ export async function startApp(options: AppOptions): Promise<App> {
 
     const model =
       options.model ??
-      withModelRetries(createModelClient(llm!), {
+      withModelRetries(await createModelClient(llm!), {
         deadlineMs: options.modelRetryDeadlineMs ?? llm!.retryDeadlineMs,
         onRetry: (err, attempt, delayMs) => log.warn({ err: (err as Error).message, attempt, delayMs }, 'model call failed; retrying'),
       });

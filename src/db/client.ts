@@ -67,7 +67,14 @@ export async function migrateDatabase(database: Database): Promise<void> {
   const reserved = await database.sql.reserve();
   try {
     await reserved`select pg_advisory_lock(${MIGRATION_LOCK})`;
-    await migrate(database.db, { migrationsFolder });
+    await migrate(database.db, { migrationsFolder }).catch((err: unknown) => {
+      const cause = (err as { cause?: unknown }).cause ?? err;
+      throw new DatabaseUnavailableError(
+        `the database at ${redactUrl(database.url)} could not be migrated (${describeError(cause)}); ` +
+          'was it created by another application or a newer Parlor?',
+        { cause: err },
+      );
+    });
   } finally {
     await reserved`select pg_advisory_unlock(${MIGRATION_LOCK})`.catch(() => {});
     reserved.release();

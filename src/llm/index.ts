@@ -1,13 +1,13 @@
 import type { LlmSettings } from '#src/config/env.ts';
 import { withRetries } from '#src/retry.ts';
-import { createAnthropicClient } from './anthropic.ts';
-import { createOpenAiClient } from './openai.ts';
 import type { ModelClient } from './types.ts';
 
-export function createModelClient(settings: LlmSettings): ModelClient {
+/** Loads only the SDK of the configured provider (each weighs tens of MB). */
+export async function createModelClient(settings: LlmSettings): Promise<ModelClient> {
+  const options = { baseUrl: settings.baseUrl, apiKey: settings.apiKey };
   return settings.provider === 'anthropic'
-    ? createAnthropicClient({ baseUrl: settings.baseUrl, apiKey: settings.apiKey })
-    : createOpenAiClient({ baseUrl: settings.baseUrl, apiKey: settings.apiKey });
+    ? (await import('./anthropic.ts')).createAnthropicClient(options)
+    : (await import('./openai.ts')).createOpenAiClient(options);
 }
 
 /** Wraps a client so 429/5xx/network failures are retried with backoff until `deadlineMs` has passed. */

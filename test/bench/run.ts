@@ -105,6 +105,7 @@ async function main() {
   let t0 = performance.now();
   for (let i = 0; i < CONVERSATIONS * PER_CONVERSATION; i++) serial.push(await timing.roundTrip(users[(i % CONVERSATIONS) + 1]));
   summary('one message at a time, 50 conversations', serial, performance.now() - t0);
+  fake.reset(); // the fake records every request; keep its memory out of the RSS figure
 
   const concurrent: number[] = [];
   t0 = performance.now();
@@ -114,6 +115,7 @@ async function main() {
     }),
   );
   summary('50 conversations in parallel', concurrent, performance.now() - t0);
+  fake.reset();
 
   // One conversation holding 10,000 earlier messages.
   const longId = 'bench:bench:u0';
@@ -128,14 +130,15 @@ async function main() {
   t0 = performance.now();
   for (let i = 0; i < LONG_SAMPLES; i++) long.push(await timing.roundTrip('u0'));
   summary(`one conversation with ${LONG_HISTORY} earlier messages`, long, performance.now() - t0);
+  const longWindow = fake.requests.at(-1)?.body.messages.length;
+  fake.reset();
   const short: number[] = [];
   t0 = performance.now();
   for (let i = 0; i < LONG_SAMPLES; i++) short.push(await timing.roundTrip('u2'));
   summary('same, a short conversation (for comparison)', short, performance.now() - t0);
 
-  const lastRequest = fake.requests.at(-1);
-  console.log(`messages sent to the model per turn in the long conversation: ${fake.requests.filter((r) => r.lastUserText === 'hello from u0').at(-1)?.body.messages.length} (last short: ${lastRequest?.body.messages.length})`);
-  console.log(`peak RSS of this process (Parlor + fake LLM): ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB`);
+  console.log(`messages sent to the model per turn: ${longWindow} in the long conversation, ${fake.requests.at(-1)?.body.messages.length} in the short one`);
+  console.log(`peak RSS of this process (Parlor, its TypeScript loader and the fake LLM): ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MB; now ${(process.memoryUsage().rss / 1048576).toFixed(0)} MB`);
 
   await app.stop();
   await fake.close();

@@ -56,14 +56,21 @@ export interface Harness {
 }
 
 export async function startHarness(
-  options: { personas?: Record<string, PersonaFiles>; app?: Partial<AppOptions>; env?: Record<string, string> } = {},
+  options: {
+    personas?: Record<string, PersonaFiles>;
+    app?: Partial<AppOptions>;
+    env?: Record<string, string>;
+    provider?: 'openai' | 'anthropic';
+  } = {},
 ): Promise<Harness> {
   const db = await createTestDatabase();
   const fake = await startFakeLlm();
   const personasDir = await writePersonas(options.personas ?? { testy: TEST_PERSONA });
   const settings = parseSettings({
     DATABASE_URL: db.url,
-    LLM_BASE_URL: fake.openaiBaseUrl,
+    ...(options.provider === 'anthropic'
+      ? { LLM_PROVIDER: 'anthropic', LLM_BASE_URL: fake.anthropicBaseUrl, LLM_API_KEY: 'test-key' }
+      : { LLM_BASE_URL: fake.openaiBaseUrl }),
     LLM_MODEL: 'fake-model',
     PARLOR_PERSONAS_DIR: personasDir,
     PARLOR_HTTP_PORT: '0',

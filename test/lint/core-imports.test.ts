@@ -1,0 +1,36 @@
+// The core never imports a platform SDK or the adapter folders (DESIGN §1); `npm run lint` enforces it.
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ESLint } from 'eslint';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const eslint = new ESLint({ cwd: root });
+
+async function importErrors(code: string, file = 'src/agent/example.ts'): Promise<string[]> {
+  const [result] = await eslint.lintText(code, { filePath: path.join(root, file) });
+  return result.messages.filter((m) => m.ruleId === 'no-restricted-imports').map((m) => m.message);
+}
+
+describe('the core import rule', () => {
+  it.each([
+    "import { Bot } from 'grammy';",
+    "import { autoRetry } from '@grammyjs/auto-retry';",
+    "import { Client } from 'discord.js';",
+    "import { App } from '@slack/bolt';",
+    "import { WebClient } from '@slack/web-api';",
+    "import { createTerminalConnector } from '../../connectors/terminal.ts';",
+    "import { createClockTool } from '../../tools/clock.ts';",
+  ])('rejects %s under src/', async (code) => {
+    expect(await importErrors(`${code}\nexport {};`)).toHaveLength(1);
+  });
+
+  it('allows core modules, libraries and siblings', async () => {
+    const code = "import { ToolRunner } from '#src/tools/runner.ts';\nimport pino from 'pino';\nimport { runAgentLoop } from './loop.ts';\nexport { ToolRunner, pino, runAgentLoop };";
+    expect(await importErrors(code)).toEqual([]);
+  });
+
+  it('lets connectors/ use a platform SDK', async () => {
+    expect(await importErrors("import { Bot } from 'grammy';\nexport { Bot };", 'connectors/telegram/bot.ts')).toEqual([]);
+  });
+});
