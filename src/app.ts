@@ -11,6 +11,7 @@ import { createDelivery, type Delivery } from '#src/agent/delivery.ts';
 import { createTurnRunner, type TurnRunner } from '#src/agent/turn-runner.ts';
 import type { HistoryBudget } from '#src/agent/history.ts';
 import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
+import { startMaintenance } from '#src/jobs/maintenance.ts';
 import { startTurnWorkers } from '#src/jobs/workers.ts';
 import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
@@ -47,6 +48,7 @@ export interface App {
   connectors: Map<string, Connector>;
   http?: HttpServer;
   ingress: ReturnType<typeof createIngress>;
+  maintenance?: ReturnType<typeof startMaintenance>;
   waitForIdle(conversationId: string, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
@@ -105,6 +107,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       timezone: settings.timezone,
       log,
       history: options.history,
+      requeue: (data) => jobs.enqueueTurn(data),
     });
     const commands = createCommandHandler({
       db: database.db,
@@ -114,7 +117,10 @@ export async function startApp(options: AppOptions): Promise<App> {
     });
     const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, log });
 
+    let maintenance: ReturnType<typeof startMaintenance> | undefined;
     if (options.worker !== false) {
+      maintenance = startMaintenance({ database, jobs, delivery, log });
+      cleanups.push(() => maintenance!.stop());
       const cancelListener = await database.sql.listen(CANCEL_CHANNEL, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
       const workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8 });
@@ -156,6 +162,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       connectors,
       http,
       ingress,
+      maintenance,
       async waitForIdle(conversationId, timeoutMs = 600_000) {
         const deadline = Date.now() + timeoutMs;
         // Give the enqueued job a moment to become visible before asking.

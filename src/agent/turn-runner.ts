@@ -6,7 +6,7 @@ import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { claimPendingMessages, deleteTurnMessages, insertMessage } from '#src/db/messages.ts';
 import { outboundForTurn } from '#src/db/outbound-messages.ts';
-import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
+import { finishTurn, getTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { TurnJobData } from '#src/jobs/queues.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
@@ -30,6 +30,8 @@ export interface TurnRunnerDeps {
   log: Logger;
   history?: HistoryBudget;
   turnTimeoutMs?: number;
+  /** Enqueues a turn job: used to hand a turn interrupted by shutdown to the next start. */
+  requeue: (data: TurnJobData) => Promise<unknown>;
 }
 
 export interface TurnJob {
@@ -79,8 +81,12 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
 
   async function begin(job: TurnJob, persona: Persona): Promise<StartedTurn | undefined> {
     const { data } = job;
-    // Only a redelivered job can have a turn already.
-    const existing = job.retryCount ? await getTurnByJob(db, job.id) : undefined;
+    // Only a continuation or a redelivered job can have a turn already.
+    const existing = data.resumeTurnId
+      ? await getTurn(db, data.resumeTurnId)
+      : job.retryCount
+        ? await getTurnByJob(db, job.id)
+        : undefined;
     if (existing) {
       if (existing.status !== 'running') return undefined;
       // The job was redelivered after a crash: if the reply already went out, the turn is done.
@@ -145,7 +151,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       // A /stop may have come between the turn's commit and now (or, for a resumed turn, before the restart).
       if (early.delete(turnId) || (started.resumed && (await isTurnCancelRequested(db, turnId)))) controller.abort('stop');
       const result = await execute(job, persona, started, controller.signal, turnLog);
-      if (controller.signal.reason === SHUTDOWN) throw new TurnInterrupted('interrupted by shutdown');
+      if (controller.signal.reason === SHUTDOWN) {
+        // Completing this job and queueing a continuation keeps shutdowns from using up the job's retries.
+        await deps.requeue({ ...data, resumeTurnId: turnId }).catch((err: unknown) => {
+          throw new TurnInterrupted('interrupted by shutdown', { cause: err });
+        });
+        turnLog.info('turn released at shutdown; it continues at the next start');
+        return;
+      }
       await conclude(job, persona, turnId, result, started.replyTo, turnLog);
     } catch (err) {
       if (err instanceof TurnInterrupted) throw err;

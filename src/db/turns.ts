@@ -11,6 +11,21 @@ export async function insertTurn(
   await db.insert(turns).values({ ...row, status: 'running' });
 }
 
+export async function getTurn(db: Queryable, id: string): Promise<TurnRow | undefined> {
+  const [row] = await db.select().from(turns).where(eq(turns.id, id));
+  return row;
+}
+
+/** A turn whose job failed for good: recorded as failed unless it ended already. Returns it if it changed. */
+export async function failTurnOfJob(db: Queryable, jobId: string, error: string): Promise<TurnRow | undefined> {
+  const [row] = await db
+    .update(turns)
+    .set({ status: 'failed', error, endedAt: sql`now()` })
+    .where(and(eq(turns.jobId, jobId), eq(turns.status, 'running')))
+    .returning();
+  return row;
+}
+
 export async function getTurnByJob(db: Queryable, jobId: string): Promise<TurnRow | undefined> {
   const [row] = await db.select().from(turns).where(eq(turns.jobId, jobId));
   return row;

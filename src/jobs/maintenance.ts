@@ -1,0 +1,66 @@
+import { sql } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import type { Delivery } from '#src/agent/delivery.ts';
+import type { Database } from '#src/db/client.ts';
+import { pruneInboundEvents } from '#src/db/inbound-events.ts';
+import { failTurnOfJob } from '#src/db/turns.ts';
+import type { JobSystem } from './boss.ts';
+import { QUEUES, type TurnJobData } from './queues.ts';
+
+const INBOUND_RETENTION_MS = 14 * 24 * 3600_000;
+
+/**
+ * Housekeeping every process with workers runs (each step is safe to run twice):
+ * - a turn job that failed for good would hold its conversation's queue key forever; it is recorded as failed,
+ *   the user is told, and the job is deleted so the conversation moves on;
+ * - dedupe records older than any platform redelivery are pruned.
+ */
+export function startMaintenance(deps: { database: Database; jobs: JobSystem; delivery: Delivery; log: Logger; intervalMs?: number }) {
+  const { db } = deps.database;
+  let running: Promise<void> | undefined;
+
+  async function releaseFailedTurnJobs() {
+    const failed = (await db.execute(
+      sql`select id, data from pgboss.job where name = ${QUEUES.turn} and state = 'failed' order by created_on limit 50`,
+    )) as unknown as { id: string; data: TurnJobData }[];
+    for (const job of failed) {
+      const turn = await failTurnOfJob(db, job.id, 'the turn failed repeatedly and was given up');
+      const origin = job.data.origin;
+      if (job.data.kind === 'user' && origin) {
+        await deps.delivery.deliver({
+          dedupeKey: `job:${job.id}:gave-up`,
+          turnId: turn?.id,
+          conversationId: job.data.conversationId,
+          connector: origin.connector,
+          chat: origin.chat,
+          thread: origin.thread,
+          text: 'Sorry, I could not finish your last request: it failed several times. Please send it again.',
+        });
+      }
+      await deps.jobs.boss.deleteJob(QUEUES.turn, job.id);
+      deps.log.warn({ conversation: job.data.conversationId, job: job.id }, 'failed turn job released');
+    }
+  }
+
+  async function tick() {
+    try {
+      await releaseFailedTurnJobs();
+      await pruneInboundEvents(db, new Date(Date.now() - INBOUND_RETENTION_MS));
+    } catch (err) {
+      deps.log.warn({ err }, 'maintenance step failed');
+    }
+  }
+
+  const timer = setInterval(() => {
+    running ??= tick().finally(() => (running = undefined));
+  }, deps.intervalMs ?? 60_000);
+  timer.unref();
+  return {
+    /** Runs one pass now (tests). */
+    runOnce: () => (running ??= tick().finally(() => (running = undefined))),
+    async stop() {
+      clearInterval(timer);
+      await running;
+    },
+  };
+}

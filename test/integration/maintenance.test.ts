@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { QUEUES } from '../../src/jobs/queues.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+
+let h: Harness;
+beforeAll(async () => {
+  // No workers in the main app: the test plays a worker that keeps failing.
+  h = await startHarness({ app: { worker: false } });
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+describe('a turn job that failed for good', () => {
+  it('is released, so the conversation is not stuck behind it, and the user is told', async () => {
+    const { boss } = h.app.jobs;
+    // Exhaust its retries as a crashing worker would.
+    await boss.updateQueue(QUEUES.turn, { retryLimit: 0 });
+    await h.app.jobs.enqueueTurn({
+      conversationId: 'testy:chat:u1',
+      persona: 'testy',
+      kind: 'user',
+      origin: { connector: 'chat', chat: 'u1', chatType: 'dm' },
+    });
+    const [job] = await boss.fetch(QUEUES.turn);
+    await boss.fail(QUEUES.turn, job.id, new Error('worker crashed'));
+    await boss.updateQueue(QUEUES.turn, { retryLimit: 5 });
+    const [state] = (await h.app.database.db.execute(sql`select state from pgboss.job where id = ${job.id}`)) as unknown as { state: string }[];
+    expect(state.state).toBe('failed');
+
+    // A new message queues behind the failed job, which holds the conversation's key.
+    await h.chat.inject({ text: 'hello after the crash' });
+    const peer = await h.startPeer({ connectors: () => [] });
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(h.fake.requests).toHaveLength(0);
+
+    const maintenance = h.app.maintenance ?? peer.maintenance!;
+    await maintenance.runOnce();
+    const sent = await h.chat.waitForSent(2, 15_000);
+    expect(sent.map((m) => m.text)).toEqual(
+      expect.arrayContaining(['Sorry, I could not finish your last request: it failed several times. Please send it again.', 'echo: hello after the crash']),
+    );
+    const [left] = (await h.app.database.db.execute(
+      sql`select count(*)::int as n from pgboss.job where name = 'turn' and state = 'failed'`,
+    )) as unknown as { n: number }[];
+    expect(left.n).toBe(0);
+  });
+});
