@@ -40,6 +40,7 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
       const lines: string[] = [];
       let ended = false;
       let busy = false;
+      let conversationId: string | undefined;
       const pump = async () => {
         if (busy) return;
         busy = true;
@@ -56,6 +57,7 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
               persona: options.persona,
               trusted: true,
             });
+            conversationId = result.conversationId ?? conversationId;
             // A script gets each answer before its next line is read; a person may type ahead.
             if (!interactive && result.conversationId) await options.waitForIdle(result.conversationId);
           }
@@ -64,7 +66,11 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
         } finally {
           busy = false;
         }
-        if (ended && lines.length === 0 && !stopped) options.onDone();
+        if (ended && lines.length === 0 && !stopped) {
+          // Input is over: leave once the last answer is out.
+          if (conversationId) await options.waitForIdle(conversationId).catch(() => {});
+          options.onDone();
+        }
       };
       rl.on('line', (line) => {
         if (!line.trim()) return prompt();
