@@ -7,25 +7,14 @@ import {
   insertOutbound,
   markOutboundFailed,
   markOutboundSent,
+  type OutboundDraft,
   type OutboundRow,
 } from '#src/db/outbound-messages.ts';
 import { withRetries } from '#src/retry.ts';
 import type { DeliveryResult } from '#src/tools/types.ts';
 
-export interface OutboundRequest {
-  /** At most one message goes out per key, whatever retries or redeliveries happen. */
-  dedupeKey: string;
-  turnId?: string;
-  conversationId?: string;
-  connector: string;
-  chat: string;
-  thread?: string;
-  replyTo?: string;
-  text: string;
-}
-
 export interface Delivery {
-  deliver(request: OutboundRequest): Promise<DeliveryResult>;
+  deliver(request: OutboundDraft): Promise<DeliveryResult>;
   /** Sends what other processes queued for connectors running here, now and whenever notified. */
   startOutbox(): Promise<void>;
   stop(): Promise<void>;

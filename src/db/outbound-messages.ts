@@ -4,23 +4,26 @@ import { outboundMessages } from './schema.ts';
 
 export type OutboundRow = typeof outboundMessages.$inferSelect;
 
+/** A message to send. */
+export interface OutboundDraft {
+  /** At most one message goes out per key, whatever retries or redeliveries happen. */
+  dedupeKey: string;
+  turnId?: string;
+  conversationId?: string;
+  connector: string;
+  chat: string;
+  thread?: string;
+  replyTo?: string;
+  text: string;
+}
+
 /**
  * Writes a message to the ledger before it is sent. Returns undefined when the dedupe key exists already:
  * that message was sent (or is being sent) by an earlier attempt and must not go out twice.
  */
 export async function insertOutbound(
   db: Queryable,
-  row: {
-    dedupeKey: string;
-    turnId?: string;
-    conversationId?: string;
-    connector: string;
-    chat: string;
-    thread?: string;
-    replyTo?: string;
-    text: string;
-    status: 'pending' | 'sending';
-  },
+  row: OutboundDraft & { status: 'pending' | 'sending' },
 ): Promise<OutboundRow | undefined> {
   const [inserted] = await db.insert(outboundMessages).values(row).onConflictDoNothing().returning();
   return inserted;

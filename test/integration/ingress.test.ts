@@ -15,9 +15,7 @@ beforeEach(() => {
   h.chat.sent.length = 0;
 });
 
-async function rows<T>(query: ReturnType<typeof sql>): Promise<T[]> {
-  return (await h.app.database.db.execute(query)) as unknown as T[];
-}
+const rows = <T>(query: ReturnType<typeof sql>) => h.query<T>(query);
 
 describe('a DM from an allowed user', () => {
   it('is answered through Postgres, a turn job and the model, and leaves a full record', async () => {

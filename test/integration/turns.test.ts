@@ -36,9 +36,7 @@ beforeEach(() => {
   h.chat.sent.length = 0;
 });
 
-async function rows<T>(query: ReturnType<typeof sql>): Promise<T[]> {
-  return (await h.app.database.db.execute(query)) as unknown as T[];
-}
+const rows = <T>(query: ReturnType<typeof sql>) => h.query<T>(query);
 
 function dm(user: string, text: string) {
   return h.chat.inject({ text, chat: { id: user, type: 'dm' }, sender: { id: user } });

@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import type { SQL } from 'drizzle-orm';
 import pino from 'pino';
 import { startApp, type App, type AppOptions } from '../../src/app.ts';
 import { parseSettings } from '../../src/config/env.ts';
@@ -50,6 +51,8 @@ export interface Harness {
   chat: RecordingConnector;
   db: TestDatabase;
   personasDir: string;
+  /** Runs SQL against the test database and returns the rows. */
+  query<T>(statement: SQL): Promise<T[]>;
   /** Starts another Parlor instance (another "process") on the same database. */
   startPeer(options?: Partial<AppOptions> & { connectors?: () => Connector[] }): Promise<App>;
   stop(): Promise<void>;
@@ -87,6 +90,7 @@ export async function startHarness(
     chat,
     db,
     personasDir,
+    query: async <T>(statement: SQL) => (await app.database.db.execute(statement)) as unknown as T[],
     async startPeer(peerOptions = {}) {
       const peer = await startApp({ ...base, connectors: () => [], remoteConnectors: ['chat'], ...peerOptions });
       peers.push(peer);
