@@ -7,6 +7,7 @@ export type TurnStatus = 'ok' | 'skipped' | 'failed' | 'cancelled';
 export type LoopEvent =
   | { type: 'turn_start' }
   | { type: 'model_start'; iteration: number }
+  | { type: 'model_end'; iteration: number; usage: Usage; ms: number }
   | { type: 'text_delta'; delta: string }
   /** A message added to the turn; `fromInbox` when it is a user message that arrived (and was stored) mid-turn. */
   | { type: 'message'; message: ChatMessage; fromInbox?: boolean }
@@ -33,7 +34,7 @@ export interface LoopOptions {
   /** Epoch ms after which the loop stops at the next boundary. */
   deadline?: number;
   signal?: AbortSignal;
-  /** Messages that arrived while the turn ran; read before every model call. */
+  /** Messages that arrived while the turn ran; read before every model call after the first. */
   drainInbox?: () => Promise<ChatMessage[]>;
   onEvent?: (event: LoopEvent) => void | Promise<void>;
 }
@@ -78,7 +79,8 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
   await emit({ type: 'turn_start' });
   for (let iteration = 0; ; iteration++) {
     if (options.signal?.aborted) return finish({ status: 'cancelled' });
-    for (const incoming of (await options.drainInbox?.()) ?? []) await append(incoming, true);
+    // The turn has just read what was waiting when it began; later arrivals are read before each next call.
+    if (iteration > 0) for (const incoming of (await options.drainInbox?.()) ?? []) await append(incoming, true);
     if (iteration >= maxIterations) {
       return finish({
         status: 'failed',
@@ -95,6 +97,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
     }
 
     await emit({ type: 'model_start', iteration });
+    const callStarted = Date.now();
     let response;
     try {
       modelCalls++;
@@ -115,6 +118,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
       const error = err instanceof ModelError ? err : new ModelError({ message: String(err), kind: 'request' }, { cause: err });
       return finish({ status: 'failed', error: `model: ${error.message}`, reply: options.background ? undefined : apology(error) });
     }
+    await emit({ type: 'model_end', iteration, usage: response.usage, ms: Date.now() - callStarted });
     usage.input += response.usage.input;
     usage.output += response.usage.output;
     const text = response.text;

@@ -217,6 +217,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       onEvent: async (event) => {
         if (event.type === 'message' && !event.fromInbox) {
           await insertMessage(db, { conversationId: data.conversationId, turnId, message: event.message });
+        } else if (event.type === 'model_end') {
+          log.debug({ iteration: event.iteration, usage: event.usage, ms: event.ms }, 'model call finished');
         } else if (event.type === 'tool_end') {
           log.info({ tool: event.call.name, ms: event.ms, outcome: event.output.content.split(':')[0].slice(0, 40) }, 'tool finished');
         }

@@ -327,7 +327,8 @@ describe('runAgentLoop: cancellation and inbox', () => {
   });
 
   it('inbox messages are appended before the next model call', async () => {
-    const inbox: ChatMessage[][] = [[], [{ role: 'user', content: 'also, bring snacks' }], []];
+    // The turn's own messages were read as it began; the inbox is read before each later model call.
+    const inbox: ChatMessage[][] = [[{ role: 'user', content: 'also, bring snacks' }], []];
     const { tool } = counterTool('lookup');
     const { model, events, run } = setup([use(['lookup']), say('Noted, snacks too.')], [tool], { drainInbox: async () => inbox.shift() ?? [] });
     const result = await run();
