@@ -122,7 +122,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
     usage.input += response.usage.input;
     usage.output += response.usage.output;
     const text = response.text;
-    await append({ role: 'assistant', content: text, ...(response.toolCalls.length ? { toolCalls: response.toolCalls } : {}) });
+    await append({ role: 'assistant', content: text, ...(response.toolCalls.length ? { toolCalls: response.toolCalls } : {}), usage: response.usage });
 
     if (response.toolCalls.length === 0) {
       if (options.background && canEnd) {

@@ -9,7 +9,8 @@ export interface ToolCall {
 
 export type ChatMessage =
   | { role: 'user'; content: string }
-  | { role: 'assistant'; content: string; toolCalls?: ToolCall[] }
+  /** `usage` records what the call that produced this message cost; providers ignore it. */
+  | { role: 'assistant'; content: string; toolCalls?: ToolCall[]; usage?: Usage }
   | { role: 'tool'; toolCallId: string; name: string; content: string };
 
 export interface ToolSpec {

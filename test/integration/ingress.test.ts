@@ -36,6 +36,12 @@ describe('a DM from an allowed user', () => {
     expect(turns[0].input_tokens).toBeGreaterThan(0);
     const messages = await rows<{ role: string }>(sql`select role from messages where conversation_id = 'testy:chat:u1' order by id`);
     expect(messages.map((m) => m.role)).toEqual(['user', 'assistant']);
+    const [usage] = await rows<{ usage: { input: number; output: number } }>(
+      sql`select content->'usage' as usage from messages where conversation_id = 'testy:chat:u1' and role = 'assistant'`,
+    );
+    expect(usage.usage.input).toBeGreaterThan(0);
+    expect(usage.usage.output).toBeGreaterThan(0);
+    expect(JSON.stringify(h.fake.requests[0].body)).not.toContain('"usage"');
     const outbound = await rows<{ status: string; text: string }>(sql`select status, text from outbound_messages where chat = 'u1'`);
     expect(outbound).toEqual([{ status: 'sent', text: 'echo: hello there' }]);
   });
