@@ -22,10 +22,32 @@ export async function loadHistoryWindow(
   budget: HistoryBudget = DEFAULT_HISTORY_BUDGET,
 ): Promise<ChatMessage[]> {
   const rows = await recentMessages(db, conversationId, { afterId, limit: budget.maxMessages });
-  return fitWindow(
-    rows.map((r) => r.message),
-    budget.maxChars,
-  );
+  return fitWindow(repairToolPairs(rows.map((r) => r.message)), budget.maxChars);
+}
+
+/**
+ * Providers reject a tool call without its result, or a result without its call. A process that died between
+ * the two leaves such a gap; it is filled with an explicit "interrupted" result, and stray results are dropped.
+ */
+export function repairToolPairs(messages: ChatMessage[]): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i];
+    if (message.role === 'tool') continue; // results are placed right after their call below
+    out.push(message);
+    if (message.role !== 'assistant' || !message.toolCalls?.length) continue;
+    const results = new Map<string, ChatMessage>();
+    for (let j = i + 1; j < messages.length && messages[j].role === 'tool'; j++) {
+      const result = messages[j] as Extract<ChatMessage, { role: 'tool' }>;
+      results.set(result.toolCallId, result);
+    }
+    for (const call of message.toolCalls) {
+      out.push(
+        results.get(call.id) ?? { role: 'tool', toolCallId: call.id, name: call.name, content: 'interrupted: the turn stopped before this tool reported a result.' },
+      );
+    }
+  }
+  return out;
 }
 
 export function fitWindow(messages: ChatMessage[], maxChars: number): ChatMessage[] {

@@ -4,7 +4,7 @@ import type { Connector } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
-import { claimPendingMessages, deleteTurnMessages, insertMessage } from '#src/db/messages.ts';
+import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage } from '#src/db/messages.ts';
 import { outboundForTurn } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { TurnJobData } from '#src/jobs/queues.ts';
@@ -212,7 +212,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       signal,
       drainInbox:
         data.kind === 'user'
-          ? async () => (await claimPendingMessages(db, data.conversationId, turnId)).map((r) => r.message)
+          ? () => claimArrivedMessages(db, data.conversationId, turnId)
           : undefined,
       onEvent: async (event) => {
         if (event.type === 'message' && !event.fromInbox) {

@@ -42,6 +42,23 @@ export async function claimPendingMessages(
   return rows.sort((a, b) => a.id - b.id).map((r) => ({ message: r.content as ChatMessage, externalId: r.externalId }));
 }
 
+/**
+ * Claims messages that arrived while a turn was running. They are moved to new ids (in their order) so that
+ * the transcript reads them after what the turn wrote before, never between a tool call and its result.
+ */
+export async function claimArrivedMessages(db: Queryable, conversationId: string, turnId: string): Promise<ChatMessage[]> {
+  const rows = (await db.execute(sql`
+    with arrived as (
+      delete from messages
+      where id in (select id from messages where conversation_id = ${conversationId} and turn_id is null order by id for update skip locked)
+      returning *
+    )
+    insert into messages (conversation_id, turn_id, role, content, sender, external_id, created_at)
+    select conversation_id, ${turnId}, role, content, sender, external_id, created_at from arrived order by id
+    returning id, content`)) as unknown as { id: number | string; content: ChatMessage }[];
+  return rows.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => r.content);
+}
+
 export async function hasPendingMessages(db: Queryable, conversationId: string): Promise<boolean> {
   const rows = await db
     .select({ id: messages.id })

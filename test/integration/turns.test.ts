@@ -67,6 +67,13 @@ describe('the turn loop', () => {
     const second = h.fake.requests[1].body.messages.map((m: { content: string }) => m.content);
     expect(second).toContain('oh, and a correction');
     expect(h.chat.sent.map((m) => m.text)).toEqual(['done with both']);
+
+    // The next turn reads the transcript in a shape providers accept: every tool result right after its call.
+    await dm('u1', 'third message');
+    await h.chat.waitForSent(2);
+    const roles = h.fake.requests[2].body.messages.map((m: { role: string; tool_calls?: unknown }) => (m.tool_calls ? 'calls' : m.role));
+    expect(roles.slice(-6)).toEqual(['user', 'calls', 'tool', 'user', 'assistant', 'user']);
+    expect(h.fake.requests[2].body.messages.at(-3).content).toBe('oh, and a correction');
   });
 
   it('/stop cancels the running turn at once, without waiting behind it', async () => {
