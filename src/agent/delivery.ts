@@ -64,9 +64,11 @@ export function createDelivery(deps: {
     }
   }
 
+  let stopped = false;
+
   async function drain(): Promise<void> {
     const local = [...connectors.keys()];
-    for (;;) {
+    while (!stopped) {
       const rows = await claimPendingOutbound(db, local);
       if (rows.length === 0) return;
       for (const row of rows) await send(row, connectors.get(row.connector)!);
@@ -102,6 +104,7 @@ export function createDelivery(deps: {
       scheduleDrain();
     },
     async stop() {
+      stopped = true;
       clearInterval(sweep);
       await listener?.unlisten().catch(() => {});
       await draining;

@@ -91,7 +91,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       if (existing.status !== 'running') return undefined;
       // The job was redelivered after a crash: if the reply already went out, the turn is done.
       const sent = await outboundForTurn(db, existing.id);
-      if (sent.some((r) => r.dedupeKey === `turn:${existing.id}:reply`)) {
+      if (sent.some((r) => r.dedupeKey === `turn:${existing.id}:reply` && r.status === 'sent')) {
         await finishTurn(db, existing.id, { status: 'ok', inputTokens: existing.inputTokens, outputTokens: existing.outputTokens, modelCalls: existing.modelCalls, summary: 'completed before a restart' });
         return undefined;
       }

@@ -34,12 +34,13 @@ export async function setConversationThinking(db: Queryable, id: string, thinkin
   await db.update(conversations).set({ thinking }).where(eq(conversations.id, id));
 }
 
-/** No message waits, no turn runs and no turn job is queued for the conversation. */
+/** No message waits, no turn runs or is queued, and nothing waits to be sent in the conversation. */
 export async function conversationIsIdle(db: Queryable, id: string): Promise<boolean> {
   const rows = (await db.execute(sql`
     select 1 from messages where conversation_id = ${id} and turn_id is null
     union all select 1 from turns where conversation_id = ${id} and status = 'running'
     union all select 1 from pgboss.job where name = 'turn' and singleton_key = ${id} and state in ('created', 'retry', 'active')
+    union all select 1 from outbound_messages where conversation_id = ${id} and status in ('pending', 'sending')
     limit 1`)) as unknown as unknown[];
   return rows.length === 0;
 }

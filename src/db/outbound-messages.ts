@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
 import { outboundMessages } from './schema.ts';
 
@@ -25,7 +25,17 @@ export async function insertOutbound(
   db: Queryable,
   row: OutboundDraft & { status: 'pending' | 'sending' },
 ): Promise<OutboundRow | undefined> {
-  const [inserted] = await db.insert(outboundMessages).values(row).onConflictDoNothing().returning();
+  const claimedAt = row.status === 'sending' ? sql`now()` : null;
+  const [inserted] = await db
+    .insert(outboundMessages)
+    .values({ ...row, claimedAt })
+    // A message whose earlier attempt failed for good may be tried again; one sent or in flight may not.
+    .onConflictDoUpdate({
+      target: outboundMessages.dedupeKey,
+      set: { status: row.status, claimedAt, error: null, text: row.text },
+      setWhere: sql`${outboundMessages.status} = 'failed'`,
+    })
+    .returning();
   return inserted;
 }
 
@@ -45,7 +55,7 @@ export async function claimPendingOutbound(db: Queryable, connectorIds: string[]
   if (connectorIds.length === 0) return [];
   const rows = await db
     .update(outboundMessages)
-    .set({ status: 'sending' })
+    .set({ status: 'sending', claimedAt: sql`now()` })
     .where(
       inArray(
         outboundMessages.id,
@@ -54,6 +64,23 @@ export async function claimPendingOutbound(db: Queryable, connectorIds: string[]
     )
     .returning();
   return rows.sort((a, b) => a.id - b.id);
+}
+
+/** Rows left 'sending' by a process that died mid-send: marked failed, so a later attempt may send them. */
+export async function failStaleOutbound(db: Queryable, olderThanSeconds: number): Promise<number> {
+  const rows = await db
+    .update(outboundMessages)
+    .set({ status: 'failed', error: 'the sending process stopped before it finished' })
+    .where(and(eq(outboundMessages.status, 'sending'), sql`${outboundMessages.claimedAt} < now() - make_interval(secs => ${olderThanSeconds})`))
+    .returning({ id: outboundMessages.id });
+  return rows.length;
+}
+
+/** The ledger only needs to outlive redeliveries; old finished rows are dropped. */
+export async function pruneOutbound(db: Queryable, olderThan: Date): Promise<void> {
+  await db
+    .delete(outboundMessages)
+    .where(and(inArray(outboundMessages.status, ['sent', 'failed']), lt(outboundMessages.createdAt, olderThan)));
 }
 
 export async function outboundForTurn(db: Queryable, turnId: string): Promise<OutboundRow[]> {

@@ -108,11 +108,16 @@ export const outboundMessages = pgTable(
     platformMessageIds: jsonb('platform_message_ids'),
     error: text('error'),
     createdAt: createdAt(),
+    /** When a sender took the row ('sending'); a row left 'sending' long after that lost its sender. */
+    claimedAt: timestamp('claimed_at', { withTimezone: true }),
     sentAt: timestamp('sent_at', { withTimezone: true }),
   },
   (t) => [
     uniqueIndex('outbound_dedupe_idx').on(t.dedupeKey),
     index('outbound_pending_idx').on(t.connector, t.id).where(sql`${t.status} = 'pending'`),
+    index('outbound_turn_idx').on(t.turnId),
+    index('outbound_open_idx').on(t.conversationId).where(sql`${t.status} in ('pending', 'sending')`),
+    index('outbound_created_idx').on(t.createdAt),
   ],
 );
 

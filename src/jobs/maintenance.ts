@@ -3,17 +3,22 @@ import type { Logger } from 'pino';
 import type { Delivery } from '#src/agent/delivery.ts';
 import type { Database } from '#src/db/client.ts';
 import { pruneInboundEvents } from '#src/db/inbound-events.ts';
+import { failStaleOutbound, pruneOutbound } from '#src/db/outbound-messages.ts';
 import { failTurnOfJob } from '#src/db/turns.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
 
 const INBOUND_RETENTION_MS = 14 * 24 * 3600_000;
+const OUTBOUND_RETENTION_MS = 30 * 24 * 3600_000;
+/** Longer than any send with its retries takes (the delivery deadline is two minutes). */
+const STALE_SENDING_SECONDS = 600;
 
 /**
  * Housekeeping every process with workers runs (each step is safe to run twice):
  * - a turn job that failed for good would hold its conversation's queue key forever; it is recorded as failed,
  *   the user is told, and the job is deleted so the conversation moves on;
- * - dedupe records older than any platform redelivery are pruned.
+ * - a message left 'sending' by a process that died mid-send is marked failed, so the turn's retry may send it;
+ * - dedupe records and finished ledger rows older than any redelivery are pruned.
  */
 export function startMaintenance(deps: { database: Database; jobs: JobSystem; delivery: Delivery; log: Logger; intervalMs?: number }) {
   const { db } = deps.database;
@@ -45,7 +50,10 @@ export function startMaintenance(deps: { database: Database; jobs: JobSystem; de
   async function tick() {
     try {
       await releaseFailedTurnJobs();
+      const stale = await failStaleOutbound(db, STALE_SENDING_SECONDS);
+      if (stale) deps.log.warn({ count: stale }, 'messages whose sender stopped mid-send marked failed');
       await pruneInboundEvents(db, new Date(Date.now() - INBOUND_RETENTION_MS));
+      await pruneOutbound(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
     } catch (err) {
       deps.log.warn({ err }, 'maintenance step failed');
     }

@@ -1,0 +1,50 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { PlatformError } from '../../src/connector.ts';
+import { failStaleOutbound } from '../../src/db/outbound-messages.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+
+let h: Harness;
+beforeAll(async () => {
+  h = await startHarness();
+});
+afterAll(async () => {
+  await h?.stop();
+});
+beforeEach(() => {
+  h.chat.sent.length = 0;
+});
+
+const draft = (key: string) => ({ dedupeKey: key, connector: 'chat', chat: 'u1', text: `message ${key}` });
+
+describe('the outbound ledger', () => {
+  it('sends a key once, however often it is delivered', async () => {
+    expect(await h.app.delivery.deliver(draft('once'))).toEqual({ status: 'sent' });
+    expect(await h.app.delivery.deliver(draft('once'))).toEqual({ status: 'duplicate' });
+    expect(h.chat.sent).toHaveLength(1);
+  });
+
+  it('lets a later attempt send a message whose earlier attempt failed for good', async () => {
+    h.chat.failNext(1, new PlatformError({ platform: 'chat', method: 'send', status: 400, message: 'bad request' }));
+    expect(await h.app.delivery.deliver(draft('retry-later'))).toMatchObject({ status: 'failed', error: expect.stringContaining('bad request') });
+    expect(await h.app.delivery.deliver(draft('retry-later'))).toEqual({ status: 'sent' });
+    expect(h.chat.sent.map((m) => m.text)).toEqual(['message retry-later']);
+  });
+
+  it('marks a message left "sending" by a dead process as failed, so it can be sent again', async () => {
+    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at)
+                      values ('orphan', 'chat', 'u1', 'message orphan', 'sending', now() - interval '20 minutes')`);
+    expect(await h.app.delivery.deliver(draft('orphan'))).toEqual({ status: 'duplicate' });
+    expect(await failStaleOutbound(h.app.database.db, 600)).toBe(1);
+    expect(await h.app.delivery.deliver(draft('orphan'))).toEqual({ status: 'sent' });
+    expect(h.chat.sent).toHaveLength(1);
+  });
+
+  it('queues for a connector running in another process, which sends it', async () => {
+    const peer = await h.startPeer({ connectors: () => [], worker: false });
+    expect(await peer.delivery.deliver({ ...draft('from-peer'), conversationId: 'testy:chat:u1' })).toEqual({ status: 'queued' });
+    await h.chat.waitForSent(1);
+    expect(h.chat.sent[0].text).toBe('message from-peer');
+    await h.app.waitForIdle('testy:chat:u1');
+  });
+});
