@@ -12,7 +12,7 @@ import { createTurnRunner, type TurnRunner } from '#src/agent/turn-runner.ts';
 import type { HistoryBudget } from '#src/agent/history.ts';
 import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
 import { startMaintenance } from '#src/jobs/maintenance.ts';
-import { startTurnWorkers } from '#src/jobs/workers.ts';
+import { startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
 import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, withModelRetries } from '#src/llm/index.ts';
@@ -107,7 +107,6 @@ export async function startApp(options: AppOptions): Promise<App> {
       timezone: settings.timezone,
       log,
       history: options.history,
-      requeue: (data) => jobs.enqueueTurn(data),
     });
     const commands = createCommandHandler({
       db: database.db,
@@ -118,21 +117,13 @@ export async function startApp(options: AppOptions): Promise<App> {
     const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, log });
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
+    let workers: TurnWorkers | undefined;
     if (options.worker !== false) {
       maintenance = startMaintenance({ database, jobs, delivery, log });
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await database.sql.listen(CANCEL_CHANNEL, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
-      const workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8 });
-      cleanups.push(async () => {
-        // Let running turns finish briefly, then release them: their jobs are retried on the next start.
-        await workers.stop();
-        const deadline = Date.now() + 2500;
-        while (runner.activeCount() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-        runner.interruptAll();
-        const hardDeadline = Date.now() + 2000;
-        while (runner.activeCount() > 0 && Date.now() < hardDeadline) await new Promise((r) => setTimeout(r, 50));
-      });
+      workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8 });
     }
     await delivery.startOutbox();
 
@@ -151,6 +142,8 @@ export async function startApp(options: AppOptions): Promise<App> {
       cleanups.push(() => connector.stop());
       log.info({ connector: connector.id }, 'connector started');
     }
+    // Stopping runs in reverse: turns finish (or are released) first, while connectors can still send.
+    if (workers) cleanups.push(() => workers.stop());
 
     let stopping: Promise<void> | undefined;
     return {

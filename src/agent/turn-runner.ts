@@ -6,7 +6,7 @@ import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage } from '#src/db/messages.ts';
 import { outboundForTurn } from '#src/db/outbound-messages.ts';
-import { finishTurn, getTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
+import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { TurnJobData } from '#src/jobs/queues.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
@@ -30,8 +30,6 @@ export interface TurnRunnerDeps {
   log: Logger;
   history?: HistoryBudget;
   turnTimeoutMs?: number;
-  /** Enqueues a turn job: used to hand a turn interrupted by shutdown to the next start. */
-  requeue: (data: TurnJobData) => Promise<unknown>;
 }
 
 export interface TurnJob {
@@ -39,6 +37,7 @@ export interface TurnJob {
   data: TurnJobData;
   /** 0 on the first delivery; more when the job is retried (after a crash or a shutdown). */
   retryCount?: number;
+  signal?: AbortSignal;
 }
 
 interface ConversationState {
@@ -68,25 +67,21 @@ export interface TurnRunner {
   run(job: TurnJob): Promise<void>;
   /** Stops a turn running in this process; false when it runs elsewhere or not at all. */
   cancel(turnId: string): boolean;
-  /** Interrupts every running turn so their jobs are retried (used at shutdown). */
+  /** Interrupts every running turn, and any that starts from now on, so their jobs are retried (shutdown). */
   interruptAll(): void;
-  activeCount(): number;
 }
 
 export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   const active = new Map<string, AbortController>();
   /** Stop requests for turns not (yet) registered here: a turn checks this when it registers. */
   const early = new Set<string>();
+  let stopping = false;
   const { db } = deps.database;
 
   async function begin(job: TurnJob, persona: Persona): Promise<StartedTurn | undefined> {
     const { data } = job;
-    // Only a continuation or a redelivered job can have a turn already.
-    const existing = data.resumeTurnId
-      ? await getTurn(db, data.resumeTurnId)
-      : job.retryCount
-        ? await getTurnByJob(db, job.id)
-        : undefined;
+    // Only a redelivered job can have a turn already.
+    const existing = job.retryCount ? await getTurnByJob(db, job.id) : undefined;
     if (existing) {
       if (existing.status !== 'running') return undefined;
       // The job was redelivered after a crash: if the reply already went out, the turn is done.
@@ -146,18 +141,18 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const turnLog = log.child({ turn: turnId });
     const controller = new AbortController();
     active.set(turnId, controller);
+    if (stopping) controller.abort(SHUTDOWN);
+    // pg-boss aborts a job's signal when it takes the job back (expired, or stopping): release the turn.
+    job.signal?.addEventListener('abort', () => controller.abort(SHUTDOWN), { once: true });
     const stopTyping = startTyping(data.origin, data.kind);
     try {
       // A /stop may have come between the turn's commit and now (or, for a resumed turn, before the restart).
       if (early.delete(turnId) || (started.resumed && (await isTurnCancelRequested(db, turnId)))) controller.abort('stop');
       const result = await execute(job, persona, started, controller.signal, turnLog);
-      if (controller.signal.reason === SHUTDOWN) {
-        // Completing this job and queueing a continuation keeps shutdowns from using up the job's retries.
-        await deps.requeue({ ...data, resumeTurnId: turnId }).catch((err: unknown) => {
-          throw new TurnInterrupted('interrupted by shutdown', { cause: err });
-        });
-        turnLog.info('turn released at shutdown; it continues at the next start');
-        return;
+      if (result.status === 'cancelled' && controller.signal.reason === SHUTDOWN) {
+        // The job goes back to its queue (keeping its place) and the turn continues where it stopped.
+        turnLog.info('turn released; it continues at the next start');
+        throw new TurnInterrupted('interrupted by shutdown');
       }
       await conclude(job, persona, turnId, result, started.replyTo, turnLog);
     } catch (err) {
@@ -290,9 +285,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       return false;
     },
     interruptAll() {
+      stopping = true;
       for (const controller of active.values()) controller.abort(SHUTDOWN);
     },
-    activeCount: () => active.size,
   };
 }
 

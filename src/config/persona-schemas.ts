@@ -44,7 +44,8 @@ export const toolsSchema = {
     thinking: { type: 'boolean' },
     model: { type: 'string', minLength: 1 },
     maxIterations: { type: 'integer', minimum: 1, maximum: 200 },
-    turnTimeoutSeconds: { type: 'integer', minimum: 5, maximum: 86_400 },
+    // Below the turn job's expiry (3 h), so pg-boss never takes back a turn that is still within its budget.
+    turnTimeoutSeconds: { type: 'integer', minimum: 5, maximum: 7200 },
   },
 } as const;
 

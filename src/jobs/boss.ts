@@ -37,8 +37,9 @@ export async function startJobSystem(
   if (!existing) {
     await boss.createQueue(QUEUES.turn, {
       policy: 'key_strict_fifo',
-      // A turn that dies with its process is retried; a handler never fails a job otherwise (it would hold the key).
-      retryLimit: 5,
+      // A turn released at shutdown or lost with its process is retried in place; a handler never fails a job
+      // otherwise (a failed job holds its key until maintenance releases it).
+      retryLimit: 10,
       retryDelay: 1,
       retryBackoff: true,
       heartbeatSeconds: 30,

@@ -13,6 +13,4 @@ export interface TurnJobData {
   /** For background turns: the text that starts the turn. */
   prompt?: string;
   origin?: Origin;
-  /** Continue this turn (released at a shutdown) instead of starting a new one. */
-  resumeTurnId?: string;
 }

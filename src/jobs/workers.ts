@@ -4,8 +4,11 @@ import { TURN_CHANNEL, type JobSystem } from './boss.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
 
 export interface TurnWorkers {
-  stop(): Promise<void>;
+  /** Stops fetching, gives running turns `graceMs` to finish, then releases the rest back to the queue. */
+  stop(graceMs?: number): Promise<void>;
 }
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Runs turn jobs in this process: `concurrency` pg-boss workers, so many conversations run at once while the
@@ -19,6 +22,7 @@ export async function startTurnWorkers(
   options: { concurrency: number; pollSeconds?: number },
 ): Promise<TurnWorkers> {
   const idle = new Set<string>();
+  let running = 0;
   for (let i = 0; i < options.concurrency; i++) {
     const state: { id?: string } = {};
     state.id = await jobs.boss.work<TurnJobData>(
@@ -26,9 +30,11 @@ export async function startTurnWorkers(
       { batchSize: 1, includeMetadata: true, pollingIntervalSeconds: options.pollSeconds ?? 2 },
       async ([job]) => {
         idle.delete(state.id!);
+        running++;
         try {
-          await runner.run({ id: job.id, data: job.data, retryCount: job.retryCount });
+          await runner.run({ id: job.id, data: job.data, retryCount: job.retryCount, signal: job.signal });
         } finally {
+          running--;
           idle.add(state.id!);
           // Fetch again as soon as this job is completed: a job of the same conversation may be waiting for it.
           jobs.boss.notifyWorker(state.id!);
@@ -47,9 +53,14 @@ export async function startTurnWorkers(
   };
   const listener = await sql.listen(TURN_CHANNEL, wakeOne);
   return {
-    async stop() {
+    async stop(graceMs = 2500) {
       await listener.unlisten().catch(() => {});
       await jobs.boss.offWork(QUEUES.turn, { wait: false });
+      const graceEnd = Date.now() + graceMs;
+      while (running > 0 && Date.now() < graceEnd) await sleep(50);
+      runner.interruptAll();
+      const end = Date.now() + 3000;
+      while (running > 0 && Date.now() < end) await sleep(50);
     },
   };
 }

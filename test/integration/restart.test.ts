@@ -54,3 +54,24 @@ describe('a restart in the middle of a turn', () => {
     expect(turns.map((t) => t.status)).toEqual(['ok']);
   }, 60_000);
 });
+
+describe('a turn that finishes during shutdown', () => {
+  it('still gets its reply out through the connector before the process stops', async () => {
+    const slow: ModelClient = {
+      provider: 'test',
+      async complete() {
+        await new Promise((r) => setTimeout(r, 800));
+        return { text: 'made it', toolCalls: [], usage: { input: 1, output: 1 }, stopReason: 'stop' };
+      },
+    };
+    const local = await startHarness({ app: { model: slow } });
+    try {
+      await local.chat.inject({ text: 'quick one' });
+      await new Promise((r) => setTimeout(r, 200));
+      await local.app.stop();
+      expect(local.chat.sent.map((m) => m.text)).toEqual(['made it']);
+    } finally {
+      await local.stop();
+    }
+  }, 30_000);
+});
