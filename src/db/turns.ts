@@ -77,3 +77,19 @@ export async function conversationUsage(db: Queryable, conversationId: string): 
     .where(eq(turns.conversationId, conversationId));
   return row ?? { turns: 0, input: 0, output: 0 };
 }
+
+/** Records the conversation's waiting messages as read by a turn that was stopped before it began. */
+export async function setAsidePendingMessages(db: Queryable, conversationId: string): Promise<number> {
+  const rows = (await db.execute(sql`
+    with turn as (
+      insert into turns (id, conversation_id, kind, status, summary, ended_at)
+      select gen_random_uuid(), ${conversationId}, 'user', 'cancelled', 'stopped before it started', now()
+      where exists (select 1 from messages where conversation_id = ${conversationId} and turn_id is null)
+      returning id
+    )
+    update messages set turn_id = (select id from turn)
+    where id in (select id from messages where conversation_id = ${conversationId} and turn_id is null for update skip locked)
+      and exists (select 1 from turn)
+    returning id`)) as unknown as unknown[];
+  return rows.length;
+}

@@ -4,7 +4,7 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Queryable } from '#src/db/client.ts';
 import { getConversation, resetConversationHistory, setConversationThinking, ensureConversation } from '#src/db/conversations.ts';
 import { countMessages } from '#src/db/messages.ts';
-import { conversationUsage, requestTurnCancel, runningTurn } from '#src/db/turns.ts';
+import { conversationUsage, requestTurnCancel, runningTurn, setAsidePendingMessages } from '#src/db/turns.ts';
 import { HELP_TEXT, type ControlCommand } from './commands.ts';
 
 export interface CommandContext {
@@ -28,6 +28,15 @@ export function createCommandHandler(deps: {
   cancelLocal: (turnId: string) => boolean;
 }): CommandHandler {
   const { db } = deps;
+
+  async function stopRunningTurn(conversationId: string): Promise<boolean> {
+    const turn = await runningTurn(db, conversationId);
+    if (!turn) return false;
+    await requestTurnCancel(db, turn.id);
+    if (!deps.cancelLocal(turn.id)) await deps.sql`select pg_notify(${CANCEL_CHANNEL}, ${turn.id})`;
+    return true;
+  }
+
   return {
     async run(command, { persona, conversationId, event }) {
       await ensureConversation(db, {
@@ -39,11 +48,12 @@ export function createCommandHandler(deps: {
       });
       switch (command.name) {
         case 'stop': {
-          const turn = await runningTurn(db, conversationId);
-          if (!turn) return 'Nothing is running.';
-          await requestTurnCancel(db, turn.id);
-          if (!deps.cancelLocal(turn.id)) await deps.sql`select pg_notify(${CANCEL_CHANNEL}, ${turn.id})`;
-          return 'Stopped.';
+          if (await stopRunningTurn(conversationId)) return 'Stopped.';
+          // Not started yet (its job is queued): set its messages aside, so the job finds nothing to do.
+          const dropped = await setAsidePendingMessages(db, conversationId);
+          if (dropped > 0) return dropped === 1 ? 'Stopped: I will not answer that message.' : `Stopped: I will not answer those ${dropped} messages.`;
+          // It may have started in the meantime.
+          return (await stopRunningTurn(conversationId)) ? 'Stopped.' : 'Nothing is running.';
         }
         case 'new':
           await resetConversationHistory(db, conversationId);

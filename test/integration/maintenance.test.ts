@@ -12,6 +12,20 @@ afterAll(async () => {
   await h?.stop();
 });
 
+describe('/stop before the turn has started', () => {
+  it('sets the waiting message aside, so its queued job does nothing', async () => {
+    await h.chat.inject({ text: 'a long task, please', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2' } });
+    await h.chat.inject({ text: '/stop', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2' } });
+    const [ack] = await h.chat.waitForSent(1);
+    expect(ack.text).toBe('Stopped: I will not answer that message.');
+    const peer = await h.startPeer({ connectors: () => [] });
+    await peer.waitForIdle('testy:chat:u2');
+    expect(h.fake.requests).toHaveLength(0);
+    await peer.stop();
+    h.chat.sent.length = 0;
+  });
+});
+
 describe('a turn job that failed for good', () => {
   it('is released, so the conversation is not stuck behind it, and the user is told', async () => {
     const { boss } = h.app.jobs;
