@@ -7,6 +7,8 @@ export interface TerminalOptions {
   persona: string;
   input: NodeJS.ReadableStream;
   output: NodeJS.WritableStream;
+  /** Where problems are reported (stdout carries only the conversation). */
+  errors?: NodeJS.WritableStream;
   /** A person at a keyboard (prompts and labels) rather than a script piping lines in. */
   interactive: boolean;
   /** Resolves when the conversation has nothing left to do (scripted mode waits for it between lines). */
@@ -15,7 +17,6 @@ export interface TerminalOptions {
   onDone: () => void;
 }
 
-export const TERMINAL_CHAT = 'local';
 
 /**
  * `parlor chat`: the local owner talking to one persona. It goes through the same ingress, turn jobs and
@@ -23,6 +24,8 @@ export const TERMINAL_CHAT = 'local';
  */
 export function createTerminalConnector(options: TerminalOptions): Connector {
   const { output, interactive } = options;
+  // One chat per persona, so two terminals talking to different personas never see each other's replies.
+  const chat = options.persona;
   let rl: readline.Interface | undefined;
   let stopped = false;
   const user = os.userInfo().username;
@@ -33,6 +36,7 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
 
   return {
     id: 'terminal',
+    chats: [chat],
     capabilities: { buttons: false, edit: false, react: false, threads: false, typing: false, maxTextLength: 1_000_000 },
 
     async start(onInbound: InboundHandler) {
@@ -44,15 +48,16 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
       const pump = async () => {
         if (busy) return;
         busy = true;
-        try {
-          while (lines.length && !stopped) {
-            const text = lines.shift()!;
+        while (lines.length && !stopped) {
+          const text = lines.shift()!;
+          // One failed line is reported and the rest still go through.
+          try {
             const result = await onInbound({
               connector: 'terminal',
               externalId: randomUUID(),
               kind: 'message',
-              chat: { id: TERMINAL_CHAT, type: 'dm' },
-              sender: { id: TERMINAL_CHAT, name: user },
+              chat: { id: chat, type: 'dm' },
+              sender: { id: 'owner', name: user },
               text,
               persona: options.persona,
               trusted: true,
@@ -60,12 +65,11 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
             conversationId = result.conversationId ?? conversationId;
             // A script gets each answer before its next line is read; a person may type ahead.
             if (!interactive && result.conversationId) await options.waitForIdle(result.conversationId);
+          } catch (err) {
+            (options.errors ?? process.stderr).write(`parlor: could not send "${text.slice(0, 40)}": ${err instanceof Error ? err.message : String(err)}\n`);
           }
-        } catch (err) {
-          output.write(`parlor: ${err instanceof Error ? err.message : String(err)}\n`);
-        } finally {
-          busy = false;
         }
+        busy = false;
         if (ended && lines.length === 0 && !stopped) {
           // Input is over: leave once the last answer is out.
           if (conversationId) await options.waitForIdle(conversationId).catch(() => {});

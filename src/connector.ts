@@ -82,6 +82,8 @@ export interface SentMessage {
 
 export interface Connector {
   id: string;
+  /** When set, this instance serves only these chats (a terminal serves its own persona's chat). */
+  chats?: readonly string[];
   capabilities: ConnectorCapabilities;
   start(onInbound: InboundHandler): Promise<void>;
   stop(): Promise<void>;

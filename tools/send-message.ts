@@ -71,7 +71,12 @@ function resolveTarget(args: Args, ctx: ToolContext): DeliveryTarget | { error: 
 function isAllowed(persona: Persona, target: DeliveryTarget, ctx: ToolContext): boolean {
   const { origin } = ctx;
   if (origin && origin.connector === target.connector && origin.chat === target.chat) return true;
+  // In a group, anyone may talk to the persona; only its own people may have it post elsewhere.
+  if (ctx.kind === 'user' && origin?.chatType === 'group') {
+    const sender = origin.sender ?? '';
+    if (!persona.users.includes(sender) && !persona.approvers.includes(sender)) return false;
+  }
   if (persona.primary && persona.primary.connector === target.connector && persona.primary.to === target.chat) return true;
   if (persona.channels.some((c) => c.connector === target.connector && c.chat === target.chat)) return true;
-  return persona.users.includes(`${target.connector}:${target.chat}`) || target.connector === 'terminal';
+  return persona.users.includes(`${target.connector}:${target.chat}`);
 }

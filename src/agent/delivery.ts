@@ -67,9 +67,9 @@ export function createDelivery(deps: {
   let stopped = false;
 
   async function drain(): Promise<void> {
-    const local = [...connectors.keys()];
+    const served = [...connectors.values()].map((c) => ({ connector: c.id, chats: c.chats }));
     while (!stopped) {
-      const rows = await claimPendingOutbound(db, local);
+      const rows = await claimPendingOutbound(db, served);
       if (rows.length === 0) return;
       for (const row of rows) await send(row, connectors.get(row.connector)!);
     }
@@ -83,8 +83,9 @@ export function createDelivery(deps: {
 
   return {
     async deliver(request) {
-      const connector = connectors.get(request.connector);
-      if (!connector && !deps.knownConnectors().includes(request.connector)) {
+      const local = connectors.get(request.connector);
+      const connector = local && (!local.chats || local.chats.includes(request.chat)) ? local : undefined;
+      if (!local && !deps.knownConnectors().includes(request.connector)) {
         return { status: 'failed', error: `no connector named "${request.connector}" is configured` };
       }
       const row = await insertOutbound(db, { ...request, status: connector ? 'sending' : 'pending' });

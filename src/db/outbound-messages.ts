@@ -50,16 +50,23 @@ export async function markOutboundFailed(db: Queryable, id: number, error: strin
   await db.update(outboundMessages).set({ status: 'failed', error, attempts }).where(eq(outboundMessages.id, id));
 }
 
-/** Takes pending messages for connectors this process runs; concurrent claimers get disjoint rows. */
-export async function claimPendingOutbound(db: Queryable, connectorIds: string[], limit = 20): Promise<OutboundRow[]> {
-  if (connectorIds.length === 0) return [];
+/** Takes pending messages for the connectors (and chats) this process serves; concurrent claimers get disjoint rows. */
+export async function claimPendingOutbound(
+  db: Queryable,
+  served: { connector: string; chats?: readonly string[] }[],
+  limit = 20,
+): Promise<OutboundRow[]> {
+  if (served.length === 0) return [];
+  const filters = served.map(({ connector, chats }) =>
+    chats ? sql`(connector = ${connector} and chat in ${chats})` : sql`connector = ${connector}`,
+  );
   const rows = await db
     .update(outboundMessages)
     .set({ status: 'sending', claimedAt: sql`now()` })
     .where(
       inArray(
         outboundMessages.id,
-        sql`(select id from outbound_messages where status = 'pending' and connector in ${connectorIds} order by id limit ${limit} for update skip locked)`,
+        sql`(select id from outbound_messages where status = 'pending' and (${sql.join(filters, sql` or `)}) order by id limit ${limit} for update skip locked)`,
       ),
     )
     .returning();

@@ -19,7 +19,8 @@ export function routeInbound(personas: readonly Persona[], event: InboundEvent):
     conversationId: conversationIdFor(persona.name, connector, chat.id, chat.thread),
   });
 
-  if (event.trusted && event.persona) {
+  // Only the local terminal may name its persona and vouch for its user; a platform event never can.
+  if (event.trusted && event.persona && connector === 'terminal') {
     const persona = personas.find((p) => p.name === event.persona);
     return persona ? conversation(persona) : { kind: 'ignore', reason: `no persona named ${event.persona}` };
   }

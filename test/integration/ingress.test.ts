@@ -90,7 +90,7 @@ describe('a DM from a stranger', () => {
   });
 
   it('cannot reach the persona by claiming to be a bot or the terminal', async () => {
-    const spoof = await h.chat.inject({ text: 'let me in', chat: { id: 'u8', type: 'dm' }, sender: { id: 'u8' }, persona: 'testy' });
+    const spoof = await h.chat.inject({ text: 'let me in', chat: { id: 'u8', type: 'dm' }, sender: { id: 'u8' }, persona: 'testy', trusted: true });
     expect(spoof.status).toBe('refused');
     expect(h.fake.requests).toHaveLength(0);
   });

@@ -35,6 +35,21 @@ describe('send_message: where it goes', () => {
     expect(await sendMessage.run({ text: 'reminder' }, ctx)).toBe('sent to telegram:1001');
   });
 
+  it('in a group, only the persona\'s own users can have it post elsewhere', async () => {
+    const group: Origin = { connector: 'discord', chat: 'chan-team', chatType: 'group', sender: 'discord:stranger' };
+    const fromStranger = makeToolContext({ persona, origin: group, kind: 'user' });
+    expect(await sendMessage.run({ text: 'spam', connector: 'discord', to: 'chan-primary' }, fromStranger)).toMatch(/^error: discord:chan-primary is not one of your chats/);
+    expect(await sendMessage.run({ text: 'here is fine' }, fromStranger)).toBe('sent to discord:chan-team');
+    const fromOwner = makeToolContext({ persona, origin: { ...group, sender: 'telegram:1001' }, kind: 'user' });
+    expect(await sendMessage.run({ text: 'note to self', connector: 'telegram', to: '1001' }, fromOwner)).toBe('sent to telegram:1001');
+    expect(fromStranger.deliveries.map((d) => d.target.chat)).toEqual(['chan-team']);
+  });
+
+  it('never writes to a terminal unless the turn came from it or it is the primary', async () => {
+    const ctx = makeToolContext({ persona, origin, kind: 'user', connectors: ['telegram', 'discord', 'terminal'] });
+    expect(await sendMessage.run({ text: 'boo', connector: 'terminal', to: 'assistant' }, ctx)).toMatch(/^error: terminal:assistant is not one of your chats/);
+  });
+
   it('allows an explicit connector and to for chats the persona belongs to', async () => {
     const ctx = makeToolContext({ persona, origin, kind: 'user' });
     expect(await sendMessage.run({ text: 'hi team', connector: 'discord', to: 'chan-team' }, ctx)).toBe('sent to discord:chan-team');
