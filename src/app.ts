@@ -119,7 +119,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
     let workers: TurnWorkers | undefined;
     if (options.worker !== false) {
-      maintenance = startMaintenance({ database, jobs, delivery, log });
+      maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log });
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await database.sql.listen(CANCEL_CHANNEL, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());

@@ -98,6 +98,10 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
 
     await emit({ type: 'model_start', iteration });
     const callStarted = Date.now();
+    // The SDKs add a listener to the signal they are given; a signal per call keeps the turn's from piling up.
+    const call = new AbortController();
+    const abortCall = () => call.abort(options.signal?.reason);
+    options.signal?.addEventListener('abort', abortCall, { once: true });
     let response;
     try {
       modelCalls++;
@@ -109,7 +113,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
           tools: options.tools.specs,
           toolChoice: forcedEnd ? { name: END_TASK } : 'auto',
           thinking,
-          signal: options.signal,
+          signal: call.signal,
         },
         (delta) => void emit({ type: 'text_delta', delta }),
       );
@@ -117,6 +121,8 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
       if (options.signal?.aborted) return finish({ status: 'cancelled' });
       const error = err instanceof ModelError ? err : new ModelError({ message: String(err), kind: 'request' }, { cause: err });
       return finish({ status: 'failed', error: `model: ${error.message}`, reply: options.background ? undefined : apology(error) });
+    } finally {
+      options.signal?.removeEventListener('abort', abortCall);
     }
     await emit({ type: 'model_end', iteration, usage: response.usage, ms: Date.now() - callStarted });
     usage.input += response.usage.input;

@@ -161,6 +161,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       await finishTurn(db, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
       if (data.kind === 'user' && data.origin) {
         await deliverTo(data.origin, turnId, 'reply', 'Sorry, something went wrong on my side and I could not finish that. Please try again.', data.conversationId, started.replyTo).catch(() => {});
+      } else if (data.kind !== 'user') {
+        await warnPrimary(persona, data, turnId, 'an internal error').catch(() => {});
       }
     } finally {
       stopTyping();
@@ -237,15 +239,19 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       error: result.error,
     });
     log.info({ status: result.status, modelCalls: result.modelCalls, tokens: result.usage }, 'turn finished');
-    if (result.status === 'failed' && data.kind !== 'user' && persona.primary) {
-      await deliverTo(
-        { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread },
-        turnId,
-        'failure-warning',
-        `⚠️ ${persona.name}: a ${data.kind} turn failed${result.error ? ` (${result.error})` : ''}.`,
-        data.conversationId,
-      );
-    }
+    if (result.status === 'failed' && data.kind !== 'user') await warnPrimary(persona, data, turnId, result.error);
+  }
+
+  /** A background turn that fails says so in the persona's primary chat, never silently. */
+  async function warnPrimary(persona: Persona, data: TurnJobData, turnId: string, error: string | undefined) {
+    if (!persona.primary) return;
+    await deliverTo(
+      { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread },
+      turnId,
+      'failure-warning',
+      backgroundFailureWarning(persona.name, data.kind, error),
+      data.conversationId,
+    );
   }
 
   function deliverTo(target: Origin | DeliveryTarget, turnId: string, key: string, text: string, conversationId: string, replyTo?: string) {
@@ -289,6 +295,10 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       for (const controller of active.values()) controller.abort(SHUTDOWN);
     },
   };
+}
+
+export function backgroundFailureWarning(persona: string, kind: TurnKind, error?: string): string {
+  return `⚠️ ${persona}: a ${kind} turn failed${error ? ` (${error})` : ''}.`;
 }
 
 function backgroundPrompt(kind: TurnKind, prompt: string | undefined): string {

@@ -7,23 +7,20 @@ export type ControlCommand =
   | { name: 'think'; on?: boolean }
   | { name: 'help' };
 
-/** Parses `/stop`, `/new`, `/status`, `/think on|off`, `/help` (also `/stop@botname`). Anything else is a message. */
+/**
+ * Parses `/stop`, `/new`, `/status`, `/help` and `/think [on|off]` (also `/stop@botname`). Anything else,
+ * including a command followed by other words ("/new plan for the trip"), is an ordinary message.
+ */
 export function parseControlCommand(text: string): ControlCommand | undefined {
   const match = /^\/([a-z]+)(?:@\w+)?(?:\s+(.*))?$/i.exec(text.trim());
   if (!match) return undefined;
   const name = match[1].toLowerCase();
   const arg = match[2]?.trim().toLowerCase();
-  switch (name) {
-    case 'stop':
-    case 'new':
-    case 'status':
-    case 'help':
-      return { name };
-    case 'think':
-      return { name: 'think', on: arg === 'on' ? true : arg === 'off' ? false : undefined };
-    default:
-      return undefined;
+  if (name === 'think' && (arg === undefined || arg === 'on' || arg === 'off')) {
+    return { name: 'think', on: arg === 'on' ? true : arg === 'off' ? false : undefined };
   }
+  if (arg !== undefined) return undefined;
+  return name === 'stop' || name === 'new' || name === 'status' || name === 'help' ? { name } : undefined;
 }
 
 export const HELP_TEXT = [

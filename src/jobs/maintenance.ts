@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Delivery } from '#src/agent/delivery.ts';
+import { backgroundFailureWarning } from '#src/agent/turn-runner.ts';
+import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { pruneInboundEvents } from '#src/db/inbound-events.ts';
 import { failStaleOutbound, pruneOutbound } from '#src/db/outbound-messages.ts';
@@ -20,7 +22,14 @@ const STALE_SENDING_SECONDS = 600;
  * - a message left 'sending' by a process that died mid-send is marked failed, so the turn's retry may send it;
  * - dedupe records and finished ledger rows older than any redelivery are pruned.
  */
-export function startMaintenance(deps: { database: Database; jobs: JobSystem; delivery: Delivery; log: Logger; intervalMs?: number }) {
+export function startMaintenance(deps: {
+  database: Database;
+  jobs: JobSystem;
+  delivery: Delivery;
+  personas: () => readonly Persona[];
+  log: Logger;
+  intervalMs?: number;
+}) {
   const { db } = deps.database;
   let running: Promise<void> | undefined;
 
@@ -31,7 +40,18 @@ export function startMaintenance(deps: { database: Database; jobs: JobSystem; de
     for (const job of failed) {
       const turn = await failTurnOfJob(db, job.id, 'the turn failed repeatedly and was given up');
       const origin = job.data.origin;
-      if (job.data.kind === 'user' && origin) {
+      const primary = deps.personas().find((p) => p.name === job.data.persona)?.primary;
+      if (job.data.kind !== 'user' && primary) {
+        await deps.delivery.deliver({
+          dedupeKey: `job:${job.id}:gave-up`,
+          turnId: turn?.id,
+          conversationId: job.data.conversationId,
+          connector: primary.connector,
+          chat: primary.to,
+          thread: primary.thread,
+          text: backgroundFailureWarning(job.data.persona, job.data.kind, 'it failed several times and was given up'),
+        });
+      } else if (origin) {
         await deps.delivery.deliver({
           dedupeKey: `job:${job.id}:gave-up`,
           turnId: turn?.id,

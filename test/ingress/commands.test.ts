@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { parseControlCommand } from '../../src/ingress/commands.ts';
+import { routeInbound, userMessageText } from '../../src/ingress/routing.ts';
+import type { InboundEvent } from '../../src/connector.ts';
+import { makePersona } from '../support/persona.ts';
+
+describe('parseControlCommand', () => {
+  it.each([
+    ['/stop', { name: 'stop' }],
+    ['/stop@parlor_bot', { name: 'stop' }],
+    ['  /NEW ', { name: 'new' }],
+    ['/status', { name: 'status' }],
+    ['/help', { name: 'help' }],
+    ['/think on', { name: 'think', on: true }],
+    ['/think off', { name: 'think', on: false }],
+    ['/think', { name: 'think', on: undefined }],
+  ])('%j is a command', (text, command) => {
+    expect(parseControlCommand(text)).toEqual(command);
+  });
+
+  it.each(["/new let's plan the trip", '/help me write a poem', '/stop spamming', '/think about it', '/start', 'stop', 'please /stop'])(
+    '%j is an ordinary message',
+    (text) => {
+      expect(parseControlCommand(text)).toBeUndefined();
+    },
+  );
+});
+
+const event = (partial: Partial<InboundEvent>): InboundEvent => ({
+  connector: 'telegram',
+  externalId: '1',
+  kind: 'message',
+  chat: { id: '42', type: 'dm' },
+  sender: { id: '42', name: 'Ana' },
+  text: 'hi',
+  ...partial,
+});
+
+describe('routeInbound', () => {
+  const ana = makePersona({ name: 'ana', isDefault: false, users: ['telegram:42'], channels: [{ connector: 'telegram', chat: '-100', mention: true }] });
+  const bob = makePersona({ name: 'bob', users: ['telegram:42'], isDefault: true, channels: [{ connector: 'telegram', chat: '-200', mention: false }] });
+
+  it('sends a DM to the persona that lists the sender, the default one winning ties', () => {
+    expect(routeInbound([ana], event({}))).toMatchObject({ kind: 'conversation', conversationId: 'ana:telegram:42' });
+    expect(routeInbound([ana, bob], event({}))).toMatchObject({ kind: 'conversation', conversationId: 'bob:telegram:42' });
+  });
+
+  it('treats an unknown DM sender as a stranger and ignores bots and unowned groups', () => {
+    expect(routeInbound([ana], event({ sender: { id: '7' } }))).toEqual({ kind: 'stranger', address: 'telegram:7' });
+    expect(routeInbound([ana], event({ sender: { id: '42', isBot: true } }))).toMatchObject({ kind: 'ignore' });
+    expect(routeInbound([ana], event({ chat: { id: '-999', type: 'group' }, mentioned: true }))).toMatchObject({ kind: 'ignore' });
+  });
+
+  it('gates mention channels on a mention or a reply to the bot, and topics are their own conversations', () => {
+    const group = { id: '-100', type: 'group' as const };
+    expect(routeInbound([ana], event({ chat: group }))).toMatchObject({ kind: 'ignore', reason: 'not mentioned' });
+    expect(routeInbound([ana], event({ chat: group, mentioned: true }))).toMatchObject({ conversationId: 'ana:telegram:-100' });
+    expect(routeInbound([ana], event({ chat: { ...group, thread: '5' }, replyToBot: true }))).toMatchObject({ conversationId: 'ana:telegram:-100:5' });
+    expect(routeInbound([ana, bob], event({ chat: { id: '-200', type: 'group' } }))).toMatchObject({ conversationId: 'bob:telegram:-200' });
+  });
+
+  it('lets only the terminal name its persona', () => {
+    const local = event({ connector: 'terminal', chat: { id: 'ana', type: 'dm' }, sender: { id: 'owner' }, trusted: true, persona: 'ana' });
+    expect(routeInbound([ana, bob], local)).toMatchObject({ conversationId: 'ana:terminal:ana' });
+    expect(routeInbound([ana, bob], { ...local, connector: 'telegram' })).toMatchObject({ kind: 'stranger' });
+  });
+
+  it('tells the model who spoke in a group, that a message was edited, and what was attached', () => {
+    const text = userMessageText(
+      event({
+        kind: 'edit',
+        chat: { id: '-100', type: 'group' },
+        text: 'new plan',
+        attachments: [{ type: 'photo', name: 'map.jpg', size: 2048, path: 'uploads/map.jpg' }],
+      }),
+    );
+    expect(text).toBe('[Ana (telegram:42)] (edited) new plan\n[attachment: photo (map.jpg, 2048 bytes, saved at uploads/map.jpg)]');
+  });
+});
