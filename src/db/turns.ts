@@ -93,3 +93,17 @@ export async function setAsidePendingMessages(db: Queryable, conversationId: str
     returning id`)) as unknown as unknown[];
   return rows.length;
 }
+
+/** Turns left 'running' with no live job behind them (their process died, and the job was settled): failed. */
+export async function failOrphanedTurns(db: Queryable, olderThanSeconds: number): Promise<number> {
+  const rows = (await db.execute(sql`
+    update turns set status = 'failed', error = 'the turn was lost with its process', ended_at = now()
+    where status = 'running'
+      and started_at < now() - make_interval(secs => ${olderThanSeconds})
+      and not exists (
+        select 1 from pgboss.job j
+        where j.name = 'turn' and j.id::text = turns.job_id and j.state in ('created', 'retry', 'active')
+      )
+    returning id`)) as unknown as unknown[];
+  return rows.length;
+}

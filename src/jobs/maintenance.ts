@@ -6,7 +6,7 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { pruneInboundEvents } from '#src/db/inbound-events.ts';
 import { failStaleOutbound, pruneOutbound } from '#src/db/outbound-messages.ts';
-import { failTurnOfJob } from '#src/db/turns.ts';
+import { failOrphanedTurns, failTurnOfJob } from '#src/db/turns.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
 
@@ -19,6 +19,7 @@ const STALE_SENDING_SECONDS = 600;
  * Housekeeping every process with workers runs (each step is safe to run twice):
  * - a turn job that failed for good would hold its conversation's queue key forever; it is recorded as failed,
  *   the user is told, and the job is deleted so the conversation moves on;
+ * - a turn left 'running' with no live job behind it is marked failed (it would look busy forever);
  * - a message left 'sending' by a process that died mid-send is marked failed, so the turn's retry may send it;
  * - dedupe records and finished ledger rows older than any redelivery are pruned.
  */
@@ -70,6 +71,8 @@ export function startMaintenance(deps: {
   async function tick() {
     try {
       await releaseFailedTurnJobs();
+      const orphans = await failOrphanedTurns(db, STALE_SENDING_SECONDS);
+      if (orphans) deps.log.warn({ count: orphans }, 'turns lost with their process marked failed');
       const stale = await failStaleOutbound(db, STALE_SENDING_SECONDS);
       if (stale) deps.log.warn({ count: stale }, 'messages whose sender stopped mid-send marked failed');
       await pruneInboundEvents(db, new Date(Date.now() - INBOUND_RETENTION_MS));

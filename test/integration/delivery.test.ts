@@ -48,3 +48,15 @@ describe('the outbound ledger', () => {
     await h.app.waitForIdle('testy:chat:u1');
   });
 });
+
+describe('maintenance', () => {
+  it('fails a turn left running with no live job, so the conversation does not look busy forever', async () => {
+    await h.query(sql`insert into conversations (id, persona) values ('testy:chat:lost', 'testy') on conflict do nothing`);
+    await h.query(sql`insert into turns (id, conversation_id, kind, status, job_id, started_at)
+                      values (gen_random_uuid(), 'testy:chat:lost', 'user', 'running', gen_random_uuid()::text, now() - interval '1 hour')`);
+    await h.app.maintenance!.runOnce();
+    const [turn] = await h.query<{ status: string }>(sql`select status from turns where conversation_id = 'testy:chat:lost'`);
+    expect(turn.status).toBe('failed');
+    await h.app.waitForIdle('testy:chat:lost', 2000);
+  });
+});
