@@ -40,27 +40,27 @@ export function startMaintenance(deps: {
     )) as unknown as { id: string; data: TurnJobData }[];
     for (const job of failed) {
       const turn = await failTurnOfJob(db, job.id, 'the turn failed repeatedly and was given up');
-      const origin = job.data.origin;
-      const primary = deps.personas().find((p) => p.name === job.data.persona)?.primary;
-      if (job.data.kind !== 'user' && primary) {
+      const { data } = job;
+      const primary = deps.personas().find((p) => p.name === data.persona)?.primary;
+      // Background work warns the primary chat; a user hears about their own request.
+      const notice =
+        data.kind !== 'user' && primary
+          ? {
+              target: { connector: primary.connector, chat: primary.to, thread: primary.thread },
+              text: backgroundFailureWarning(data.persona, data.kind, 'it failed several times and was given up'),
+            }
+          : data.origin
+            ? { target: data.origin, text: 'Sorry, I could not finish your last request: it failed several times. Please send it again.' }
+            : undefined;
+      if (notice) {
         await deps.delivery.deliver({
           dedupeKey: `job:${job.id}:gave-up`,
           turnId: turn?.id,
-          conversationId: job.data.conversationId,
-          connector: primary.connector,
-          chat: primary.to,
-          thread: primary.thread,
-          text: backgroundFailureWarning(job.data.persona, job.data.kind, 'it failed several times and was given up'),
-        });
-      } else if (origin) {
-        await deps.delivery.deliver({
-          dedupeKey: `job:${job.id}:gave-up`,
-          turnId: turn?.id,
-          conversationId: job.data.conversationId,
-          connector: origin.connector,
-          chat: origin.chat,
-          thread: origin.thread,
-          text: 'Sorry, I could not finish your last request: it failed several times. Please send it again.',
+          conversationId: data.conversationId,
+          connector: notice.target.connector,
+          chat: notice.target.chat,
+          thread: notice.target.thread,
+          text: notice.text,
         });
       }
       await deps.jobs.boss.deleteJob(QUEUES.turn, job.id);
