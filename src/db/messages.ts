@@ -1,4 +1,4 @@
-import { and, asc, count, desc, eq, gt, inArray, isNull, sql } from 'drizzle-orm';
+import { and, count, desc, eq, gt, inArray, sql } from 'drizzle-orm';
 import type { ChatMessage } from '#src/llm/types.ts';
 import type { Queryable } from './client.ts';
 import { messages } from './schema.ts';
@@ -59,15 +59,6 @@ export async function claimArrivedMessages(db: Queryable, conversationId: string
   return rows.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => r.content);
 }
 
-export async function hasPendingMessages(db: Queryable, conversationId: string): Promise<boolean> {
-  const rows = await db
-    .select({ id: messages.id })
-    .from(messages)
-    .where(and(eq(messages.conversationId, conversationId), isNull(messages.turnId)))
-    .limit(1);
-  return rows.length > 0;
-}
-
 /** The newest messages of a conversation after `afterId`, oldest first. Reads at most `limit` rows. */
 export async function recentMessages(
   db: Queryable,
@@ -99,6 +90,3 @@ export async function countMessages(db: Queryable, conversationId: string, after
   return row?.n ?? 0;
 }
 
-export async function messagesOfConversation(db: Queryable, conversationId: string): Promise<MessageRow[]> {
-  return db.select().from(messages).where(eq(messages.conversationId, conversationId)).orderBy(asc(messages.id));
-}

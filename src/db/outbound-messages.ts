@@ -94,10 +94,3 @@ export async function outboundForTurn(db: Queryable, turnId: string): Promise<Ou
   return db.select().from(outboundMessages).where(eq(outboundMessages.turnId, turnId)).orderBy(asc(outboundMessages.id));
 }
 
-export async function outboundForChat(db: Queryable, connector: string, chat: string): Promise<OutboundRow[]> {
-  return db
-    .select()
-    .from(outboundMessages)
-    .where(and(eq(outboundMessages.connector, connector), eq(outboundMessages.chat, chat)))
-    .orderBy(asc(outboundMessages.id));
-}

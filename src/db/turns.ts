@@ -11,11 +11,6 @@ export async function insertTurn(
   await db.insert(turns).values({ ...row, status: 'running' });
 }
 
-export async function getTurn(db: Queryable, id: string): Promise<TurnRow | undefined> {
-  const [row] = await db.select().from(turns).where(eq(turns.id, id));
-  return row;
-}
-
 /** A turn whose job failed for good: recorded as failed unless it ended already. Returns it if it changed. */
 export async function failTurnOfJob(db: Queryable, jobId: string, error: string): Promise<TurnRow | undefined> {
   const [row] = await db
@@ -59,11 +54,6 @@ export async function requestTurnCancel(db: Queryable, id: string): Promise<void
 export async function isTurnCancelRequested(db: Queryable, id: string): Promise<boolean> {
   const [row] = await db.select({ c: turns.cancelRequested }).from(turns).where(eq(turns.id, id));
   return row?.c ?? false;
-}
-
-export async function lastTurn(db: Queryable, conversationId: string): Promise<TurnRow | undefined> {
-  const [row] = await db.select().from(turns).where(eq(turns.conversationId, conversationId)).orderBy(desc(turns.startedAt)).limit(1);
-  return row;
 }
 
 export async function conversationUsage(db: Queryable, conversationId: string): Promise<{ turns: number; input: number; output: number }> {
