@@ -9,6 +9,7 @@ const forbiddenInCore = {
     // Inside src/, other folders are reached through the `#src/*` import map, so a relative `../` import can only
     // be a way out of the core (to connectors/ or tools/).
     { regex: '^\\.\\./', message: 'src/ must not import connectors/ or tools/ (DESIGN §1); use #src/... for core modules.' },
+    { regex: '^#(connectors|tools)/', message: 'only the composition root (src/app.ts, src/main.ts) wires in connectors/ and tools/ (DESIGN §1).' },
   ],
 };
 

@@ -1,6 +1,6 @@
 // The composition root: the one place that knows the connectors, the built-in tools and the core together.
 import type { Logger } from 'pino';
-import { createBuiltinTools } from '../tools/index.ts';
+import { createBuiltinTools } from '#tools/index.ts';
 import type { Connector } from '#src/connector.ts';
 import { requireModel, type Settings } from '#src/config/env.ts';
 import { loadPersonas, type Persona } from '#src/config/persona.ts';

@@ -1,7 +1,7 @@
 // The `parlor` command line.
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
-import { createTerminalConnector } from '../connectors/terminal.ts';
+import { createTerminalConnector } from '#connectors/terminal.ts';
 import { startApp, type App } from './app.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';

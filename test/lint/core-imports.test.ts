@@ -21,6 +21,8 @@ describe('the core import rule', () => {
     "import { WebClient } from '@slack/web-api';",
     "import { createTerminalConnector } from '../../connectors/terminal.ts';",
     "import { createClockTool } from '../../tools/clock.ts';",
+    "import { createBuiltinTools } from '#tools/index.ts';",
+    "import { createTerminalConnector } from '#connectors/terminal.ts';",
   ])('rejects %s under src/', async (code) => {
     expect(await importErrors(`${code}\nexport {};`)).toHaveLength(1);
   });
@@ -28,6 +30,11 @@ describe('the core import rule', () => {
   it('allows core modules, libraries and siblings', async () => {
     const code = "import { ToolRunner } from '#src/tools/runner.ts';\nimport pino from 'pino';\nimport { runAgentLoop } from './loop.ts';\nexport { ToolRunner, pino, runAgentLoop };";
     expect(await importErrors(code)).toEqual([]);
+  });
+
+  it('lets the composition root wire in connectors and tools', async () => {
+    const code = "import { createBuiltinTools } from '#tools/index.ts';\nimport { createTerminalConnector } from '#connectors/terminal.ts';\nexport { createBuiltinTools, createTerminalConnector };";
+    expect(await importErrors(code, 'src/app.ts')).toEqual([]);
   });
 
   it('lets connectors/ use a platform SDK', async () => {
