@@ -1,5 +1,6 @@
 // The composition root: the one place that knows the connectors, the built-in tools and the core together.
 import type { Logger } from 'pino';
+import { createTelegramConnector } from '#connectors/telegram/index.ts';
 import { createBuiltinTools } from '#tools/index.ts';
 import type { Connector } from '#src/connector.ts';
 import { requireModel, type Settings } from '#src/config/env.ts';
@@ -51,6 +52,14 @@ export interface App {
   maintenance?: ReturnType<typeof startMaintenance>;
   waitForIdle(conversationId: string, timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;
+}
+
+/** The platform connectors whose tokens are set. */
+export function createPlatformConnectors(settings: Settings, log: Logger): Connector[] {
+  const connectors: Connector[] = [];
+  const { telegram } = settings.connectors;
+  if (telegram) connectors.push(createTelegramConnector({ token: telegram.token, apiRoot: telegram.apiRoot, log }));
+  return connectors;
 }
 
 /** Connector ids that may be running somewhere in this deployment. */

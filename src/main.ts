@@ -2,7 +2,7 @@
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { createTerminalConnector } from '#connectors/terminal.ts';
-import { startApp, type App } from './app.ts';
+import { createPlatformConnectors, startApp, type App } from './app.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { DatabaseUnavailableError } from '#src/db/client.ts';
@@ -47,10 +47,18 @@ async function start(settings: Settings, args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { role: { type: 'string', default: 'all' } } });
   if (values.role !== 'all' && values.role !== 'worker') throw new ConfigError(`--role ${values.role} is not one of all, worker`);
   const log = createLogger({ level: settings.logLevel });
-  const app = await startApp({ settings, log, worker: true, http: values.role === 'all' });
-  log.info({ personas: app.personas.map((p) => p.name), role: values.role }, 'Parlor is running; Ctrl-C stops it');
+  const role = values.role;
+  // Connectors receive where this process serves the platforms; a `--role worker` only runs turns.
+  const app = await startApp({
+    settings,
+    log,
+    worker: true,
+    http: role === 'all',
+    connectors: role === 'all' ? () => createPlatformConnectors(settings, log) : undefined,
+  });
+  log.info({ personas: app.personas.map((p) => p.name), role }, 'Parlor is running; Ctrl-C stops it');
   for (const id of Object.keys(settings.connectors)) {
-    if (!app.connectors.has(id)) log.warn({ connector: id }, `${id} is configured but this version of Parlor has no ${id} connector yet`);
+    if (role === 'all' && !app.connectors.has(id)) log.warn({ connector: id }, `${id} is configured but this version of Parlor has no ${id} connector yet`);
   }
   await untilSignal(app, log);
   return 0;

@@ -1,0 +1,166 @@
+import { autoRetry } from '@grammyjs/auto-retry';
+import { Api, GrammyError, HttpError } from 'grammy';
+import type { Update } from 'grammy/types';
+import type { Logger } from 'pino';
+import { PlatformError, type Connector, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
+import { formatForTelegram, TEXT_LIMIT } from './format.ts';
+import { normalizeUpdate, type BotIdentity } from './normalize.ts';
+
+export interface TelegramOptions {
+  token: string;
+  /** Another Bot API server (self-hosted, or an emulator in tests). */
+  apiRoot?: string;
+  log: Logger;
+  /** Long-poll wait per getUpdates call. */
+  pollTimeoutSeconds?: number;
+}
+
+const ALLOWED_UPDATES = ['message', 'edited_message', 'callback_query', 'message_reaction'] as const;
+
+/**
+ * Telegram over the Bot API with grammY's client. Updates are long-polled by this process alone; each is handed
+ * to the core and only then acknowledged (the next getUpdates offset moves past it), so a crash re-delivers it
+ * and the core's dedupe drops the copy. Sends go out as HTML converted from Markdown, split under 4096 chars.
+ */
+export function createTelegramConnector(options: TelegramOptions): Connector {
+  const log = options.log.child({ connector: 'telegram' });
+  const api = new Api(options.token, options.apiRoot ? { apiRoot: options.apiRoot } : undefined);
+  // 429s (with retry_after) and 5xx are retried per API call, so a long reply never resends its first parts.
+  api.config.use(autoRetry({ maxRetryAttempts: 5, maxDelaySeconds: 120 }));
+  let bot: BotIdentity | undefined;
+  let polling: Promise<void> | undefined;
+  const stopper = new AbortController();
+
+  async function deliverUpdate(update: Update, onInbound: InboundHandler): Promise<void> {
+    const event = normalizeUpdate(update, bot!);
+    if (!event) return;
+    if (event.kind !== 'click') {
+      await onInbound(event);
+      return;
+    }
+    // Every button press is answered, or the user's client keeps spinning.
+    let notice: string | undefined;
+    try {
+      notice = (await onInbound(event)).notice;
+    } finally {
+      await api.answerCallbackQuery(update.callback_query!.id, notice ? { text: notice } : undefined).catch((err) => log.warn({ err }, 'answerCallbackQuery failed'));
+    }
+  }
+
+  async function poll(onInbound: InboundHandler): Promise<void> {
+    let offset = 0;
+    while (!stopper.signal.aborted) {
+      const asked = Date.now();
+      let updates: Update[];
+      try {
+        updates = await api.getUpdates({ offset, timeout: options.pollTimeoutSeconds ?? 25, allowed_updates: [...ALLOWED_UPDATES] }, stopper.signal as never);
+      } catch (err) {
+        if (stopper.signal.aborted) return;
+        if (err instanceof GrammyError && err.error_code === 409) {
+          log.error('another process is receiving updates for this bot token (409 Conflict): stop it, or remove its webhook; retrying in 30 s');
+          await sleep(30_000, stopper.signal);
+        } else {
+          log.warn({ err: describe(err) }, 'getUpdates failed; retrying');
+          await sleep(2000, stopper.signal);
+        }
+        continue;
+      }
+      for (const update of updates) {
+        try {
+          await deliverUpdate(update, onInbound);
+        } catch (err) {
+          // Not acknowledged: Telegram delivers it again on the next call.
+          log.error({ err, update: update.update_id }, 'update could not be stored; it will be delivered again');
+          await sleep(2000, stopper.signal);
+          break;
+        }
+        offset = update.update_id + 1;
+      }
+      // A server that answers at once (a test emulator) must not be hammered.
+      if (updates.length === 0 && Date.now() - asked < 1000) await sleep(200, stopper.signal);
+    }
+  }
+
+  return {
+    id: 'telegram',
+    capabilities: { buttons: true, edit: true, react: true, threads: true, typing: true, maxTextLength: TEXT_LIMIT },
+
+    async start(onInbound) {
+      const me = await api.getMe();
+      bot = { id: me.id, username: me.username };
+      // Polling and a webhook cannot both receive updates.
+      await api.deleteWebhook().catch((err) => log.warn({ err: describe(err) }, 'deleteWebhook failed'));
+      polling = poll(onInbound).catch((err) => log.error({ err }, 'polling stopped'));
+      log.info({ bot: `@${bot.username}` }, 'receiving Telegram updates by long polling');
+    },
+
+    async stop() {
+      stopper.abort();
+      await polling;
+    },
+
+    async send(message: OutboundMessage): Promise<SentMessage> {
+      const ids: string[] = [];
+      const parts = formatForTelegram(message.text);
+      for (const [i, part] of parts.entries()) {
+        const common = {
+          ...(message.thread ? { message_thread_id: Number(message.thread) } : {}),
+          ...(i === 0 && message.replyTo ? { reply_parameters: { message_id: Number(message.replyTo), allow_sending_without_reply: true } } : {}),
+        };
+        try {
+          let sent;
+          try {
+            sent = await api.sendMessage(message.chat, part.html, { ...common, parse_mode: 'HTML' });
+          } catch (err) {
+            if (!(err instanceof GrammyError && /can't parse entities|unsupported start tag|can't find end tag/i.test(err.description))) throw err;
+            log.warn({ chat: message.chat, description: err.description }, 'Telegram rejected the formatting; sending plain text');
+            sent = await api.sendMessage(message.chat, part.plain, common);
+          }
+          ids.push(String(sent.message_id));
+        } catch (err) {
+          throw toPlatformError(err, 'sendMessage', ids.length > 0);
+        }
+      }
+      return { ids };
+    },
+
+    async typing(chat, thread) {
+      await api.sendChatAction(chat, 'typing', thread ? { message_thread_id: Number(thread) } : undefined);
+    },
+  };
+}
+
+/** Once part of a message is out, retrying the whole send would repeat it: such a failure is final. */
+function toPlatformError(err: unknown, method: string, partlySent: boolean): PlatformError {
+  if (err instanceof GrammyError) {
+    const retryAfter = err.parameters?.retry_after;
+    return new PlatformError(
+      {
+        platform: 'telegram',
+        method,
+        status: err.error_code,
+        retryAfterMs: retryAfter ? retryAfter * 1000 : undefined,
+        retryable: !partlySent && (err.error_code === 429 || err.error_code >= 500),
+        message: err.description,
+      },
+      { cause: err },
+    );
+  }
+  const network = err instanceof HttpError;
+  return new PlatformError(
+    { platform: 'telegram', method, retryable: !partlySent && network, message: describe(err) },
+    { cause: err },
+  );
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+  });
+}

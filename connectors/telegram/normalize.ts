@@ -1,0 +1,84 @@
+import type { Message, Update } from 'grammy/types';
+import type { Attachment, InboundEvent } from '#src/connector.ts';
+
+export interface BotIdentity {
+  id: number;
+  username: string;
+}
+
+/** A Telegram update as Parlor's InboundEvent; undefined for updates Parlor does not act on. */
+export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent | undefined {
+  const externalId = String(update.update_id);
+  if (update.callback_query) {
+    const query = update.callback_query;
+    const message = query.message;
+    if (!message) return undefined;
+    return {
+      connector: 'telegram',
+      externalId,
+      kind: 'click',
+      chat: { id: String(message.chat.id), type: message.chat.type === 'private' ? 'dm' : 'group' },
+      sender: { id: String(query.from.id), name: fullName(query.from), username: query.from.username, isBot: query.from.is_bot },
+      text: '',
+      messageId: String(message.message_id),
+      data: query.data ?? '',
+    };
+  }
+  const message = update.message ?? update.edited_message;
+  if (!message || !message.from) return undefined;
+  const text = message.text ?? message.caption ?? '';
+  const attachments = attachmentsOf(message);
+  if (!text && attachments.length === 0) return undefined;
+  const group = message.chat.type !== 'private';
+  return {
+    connector: 'telegram',
+    externalId,
+    kind: update.edited_message ? 'edit' : 'message',
+    chat: {
+      id: String(message.chat.id),
+      type: group ? 'group' : 'dm',
+      // Forum topics are conversations of their own; replies go back into the topic.
+      thread: message.is_topic_message && message.message_thread_id ? String(message.message_thread_id) : undefined,
+      title: 'title' in message.chat ? message.chat.title : undefined,
+    },
+    sender: { id: String(message.from.id), name: fullName(message.from), username: message.from.username, isBot: message.from.is_bot },
+    text,
+    messageId: String(message.message_id),
+    mentioned: group ? mentionsBot(message, bot) : undefined,
+    replyToBot: message.reply_to_message?.from?.id === bot.id,
+    attachments: attachments.length ? attachments : undefined,
+  };
+}
+
+function fullName(user: { first_name: string; last_name?: string }): string {
+  return [user.first_name, user.last_name].filter(Boolean).join(' ');
+}
+
+/** A mention entity naming the bot, a text mention of it, or a command addressed to it; never a substring. */
+export function mentionsBot(message: Message, bot: BotIdentity): boolean {
+  const text = message.text ?? message.caption ?? '';
+  const entities = message.entities ?? message.caption_entities ?? [];
+  const handle = `@${bot.username}`.toLowerCase();
+  return entities.some((e) => {
+    const part = text.slice(e.offset, e.offset + e.length).toLowerCase();
+    if (e.type === 'mention') return part === handle;
+    if (e.type === 'text_mention') return e.user?.id === bot.id;
+    if (e.type === 'bot_command') return part.endsWith(handle);
+    return false;
+  });
+}
+
+function attachmentsOf(message: Message): Attachment[] {
+  const out: Attachment[] = [];
+  if (message.photo?.length) {
+    const largest = message.photo[message.photo.length - 1];
+    out.push({ type: 'photo', fileId: largest.file_id, size: largest.file_size });
+  }
+  if (message.document) {
+    out.push({ type: 'document', fileId: message.document.file_id, name: message.document.file_name, size: message.document.file_size, mimeType: message.document.mime_type });
+  }
+  if (message.voice) out.push({ type: 'voice', fileId: message.voice.file_id, size: message.voice.file_size, mimeType: message.voice.mime_type });
+  if (message.audio) out.push({ type: 'audio', fileId: message.audio.file_id, name: message.audio.file_name, size: message.audio.file_size, mimeType: message.audio.mime_type });
+  if (message.video) out.push({ type: 'video', fileId: message.video.file_id, name: message.video.file_name, size: message.video.file_size, mimeType: message.video.mime_type });
+  return out;
+}
