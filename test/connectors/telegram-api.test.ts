@@ -1,0 +1,108 @@
+// The Telegram connector against a scripted Bot API: redelivery, formatting fallback, 429, typing, callbacks.
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTelegramConnector } from '../../connectors/telegram/index.ts';
+import type { Connector, InboundEvent, IngressResult } from '../../src/connector.ts';
+import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
+
+let api: FakeTelegram;
+let connector: Connector;
+const received: InboundEvent[] = [];
+let answer: (event: InboundEvent) => IngressResult = () => ({ status: 'queued' });
+
+beforeAll(async () => {
+  api = await startFakeTelegram();
+  connector = createTelegramConnector({ token: '1:x', apiRoot: api.apiRoot, log: pino({ level: 'silent' }), pollTimeoutSeconds: 0 });
+  await connector.start(async (event) => {
+    received.push(event);
+    return answer(event);
+  });
+});
+afterAll(async () => {
+  await connector?.stop();
+  await api?.close();
+});
+beforeEach(() => {
+  received.length = 0;
+  api.calls.length = 0;
+  answer = () => ({ status: 'queued' });
+});
+
+const dm = (updateId: number, text: string) => ({
+  update_id: updateId,
+  message: { message_id: updateId, date: 0, chat: { id: 7, type: 'private' }, from: { id: 7, is_bot: false, first_name: 'Ana' }, text },
+});
+
+async function until(check: () => boolean, timeoutMs = 5000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('receiving', () => {
+  it('acknowledges an update (moves the offset past it) only after the core accepted it', async () => {
+    let fail = true;
+    answer = () => {
+      if (fail) {
+        fail = false;
+        throw new Error('database down');
+      }
+      return { status: 'queued' };
+    };
+    api.pushUpdates(dm(10, 'first try fails'));
+    api.pushUpdates(dm(10, 'first try fails')); // Telegram re-delivers what was not acknowledged
+    await until(() => received.length === 2, 8000);
+    const offsets = api.callsOf('getUpdates').map((c) => Number(c.body.offset ?? 0));
+    expect(offsets.slice(0, 2)).toEqual([0, 0]);
+    await until(() => api.callsOf('getUpdates').some((c) => Number(c.body.offset) === 11));
+    expect(received.map((e) => e.externalId)).toEqual(['10', '10']);
+  });
+
+  it('answers every button press, with the core\'s notice', async () => {
+    answer = (event) => ({ status: 'click', notice: event.data === 'q:x:1' ? 'This question was already answered.' : undefined });
+    api.pushUpdates({
+      update_id: 20,
+      callback_query: { id: 'cb-1', from: { id: 7, is_bot: false, first_name: 'Ana' }, chat_instance: 'c', data: 'q:x:1', message: { message_id: 5, date: 0, chat: { id: 7, type: 'private' } } },
+    });
+    await until(() => api.callsOf('answerCallbackQuery').length === 1);
+    expect(received[0]).toMatchObject({ kind: 'click', data: 'q:x:1', chat: { id: '7' } });
+    expect(api.callsOf('answerCallbackQuery')[0].body).toMatchObject({ callback_query_id: 'cb-1', text: 'This question was already answered.' });
+  });
+});
+
+describe('sending', () => {
+  it('falls back to plain text, without tags, when Telegram cannot parse the entities', async () => {
+    api.failNext('sendMessage', { ok: false, error_code: 400, description: "Bad Request: can't parse entities: unsupported start tag" });
+    const sent = await connector.send({ chat: '7', text: 'Some **bold** text' });
+    expect(sent.ids).toHaveLength(1);
+    const [html, plain] = api.callsOf('sendMessage');
+    expect(html.body.parse_mode).toBe('HTML');
+    expect(plain.body.parse_mode).toBeUndefined();
+    expect(plain.body.text).toBe('Some **bold** text');
+    expect(plain.body.text).not.toMatch(/<\/?b>/);
+  });
+
+  it('waits out a 429 with its retry_after and sends once', async () => {
+    api.failNext('sendMessage', { ok: false, error_code: 429, description: 'Too Many Requests: retry after 1', parameters: { retry_after: 1 } });
+    const started = Date.now();
+    await connector.send({ chat: '7', text: 'hello' });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+    expect(api.callsOf('sendMessage')).toHaveLength(2);
+  });
+
+  it('replies in the topic, to the triggering message, and shows typing', async () => {
+    await connector.send({ chat: '-100', thread: '12', replyTo: '55', text: 'in the topic' });
+    expect(api.callsOf('sendMessage')[0].body).toMatchObject({ chat_id: '-100', message_thread_id: 12, reply_parameters: { message_id: 55 } });
+    await connector.typing!('-100', '12');
+    expect(api.callsOf('sendChatAction')[0].body).toMatchObject({ chat_id: '-100', action: 'typing', message_thread_id: 12 });
+  });
+
+  it('a failure after part of a long reply went out is final, so no part is sent twice', async () => {
+    const long = Array.from({ length: 3 }, (_, i) => `${i}`.repeat(3000)).join('\n\n');
+    api.failNext('sendMessage', { ok: true, result: { message_id: 1, date: 0, chat: { id: 7, type: 'private' } } });
+    api.failNext('sendMessage', { ok: false, error_code: 400, description: 'Bad Request: chat not found' });
+    await expect(connector.send({ chat: '7', text: long })).rejects.toMatchObject({ name: 'PlatformError', retryable: false, status: 400 });
+  });
+});

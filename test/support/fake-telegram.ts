@@ -1,0 +1,73 @@
+// A small Bot API stand-in for what the emulator cannot do: scripted failures, chat actions, callback answers,
+// and re-delivering an update. Records every call.
+import { createServer, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface BotApiCall {
+  method: string;
+  body: Record<string, any>;
+}
+
+type Reply = { ok: true; result: unknown } | { ok: false; error_code: number; description: string; parameters?: { retry_after?: number } };
+
+export interface FakeTelegram {
+  apiRoot: string;
+  calls: BotApiCall[];
+  /** Updates handed out by the next getUpdates calls (each batch once, whatever the offset). */
+  pushUpdates(...updates: unknown[]): void;
+  /** The next `times` calls of `method` get this reply instead of the default. */
+  failNext(method: string, reply: Reply, times?: number): void;
+  callsOf(method: string): BotApiCall[];
+  close(): Promise<void>;
+}
+
+async function readBody(req: IncomingMessage): Promise<Record<string, any>> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  const text = Buffer.concat(chunks).toString('utf8');
+  if (!text) return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    return Object.fromEntries(new URLSearchParams(text));
+  }
+}
+
+export async function startFakeTelegram(): Promise<FakeTelegram> {
+  const calls: BotApiCall[] = [];
+  const batches: unknown[][] = [];
+  const failures = new Map<string, Reply[]>();
+  let messageId = 100;
+  const server = createServer(async (req, res) => {
+    const method = (req.url ?? '').split('/').pop()!.split('?')[0];
+    const body = await readBody(req);
+    calls.push({ method, body });
+    const scripted = failures.get(method)?.shift();
+    let reply: Reply;
+    if (scripted) reply = scripted;
+    else if (method === 'getMe') reply = { ok: true, result: { id: 4242, is_bot: true, first_name: 'Parlor', username: 'parlor_test_bot' } };
+    else if (method === 'getUpdates') {
+      reply = { ok: true, result: batches.shift() ?? [] };
+    } else if (method === 'sendMessage') {
+      reply = { ok: true, result: { message_id: ++messageId, date: 0, chat: { id: Number(body.chat_id), type: 'private' }, text: body.text } };
+    } else reply = { ok: true, result: true };
+    res.writeHead(reply.ok ? 200 : reply.error_code, { 'content-type': 'application/json' });
+    res.end(JSON.stringify(reply));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    apiRoot: `http://127.0.0.1:${port}`,
+    calls,
+    pushUpdates: (...updates) => void batches.push(updates),
+    failNext(method, reply, times = 1) {
+      failures.set(method, [...(failures.get(method) ?? []), ...Array.from({ length: times }, () => reply)]);
+    },
+    callsOf: (method) => calls.filter((c) => c.method === method),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
