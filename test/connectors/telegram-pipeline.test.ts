@@ -1,0 +1,82 @@
+// Telegram updates through the whole pipeline, driven by a scripted Bot API (for what the emulator cannot do).
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTelegramConnector } from '../../connectors/telegram/index.ts';
+import { startApp, type App } from '../../src/app.ts';
+import { parseSettings } from '../../src/config/env.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
+import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
+import { writePersonas } from '../support/harness.ts';
+
+let api: FakeTelegram;
+let fake: FakeLlm;
+let db: TestDatabase;
+let app: App;
+
+const user = { id: 7, is_bot: false, first_name: 'Ana' };
+const dm = (updateId: number, text: string, edited = false) => ({
+  update_id: updateId,
+  [edited ? 'edited_message' : 'message']: { message_id: 500 + updateId, date: 0, chat: { id: 7, type: 'private' }, from: user, text },
+});
+
+async function until(check: () => boolean, timeoutMs = 8000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+beforeAll(async () => {
+  api = await startFakeTelegram();
+  fake = await startFakeLlm();
+  db = await createTestDatabase();
+  const personasDir = await writePersonas({ tg: { connectors: { users: ['telegram:7'] } } });
+  const settings = parseSettings({
+    DATABASE_URL: db.url,
+    LLM_BASE_URL: fake.openaiBaseUrl,
+    LLM_MODEL: 'fake-model',
+    PARLOR_PERSONAS_DIR: personasDir,
+    TELEGRAM_BOT_TOKEN: '1:x',
+    TELEGRAM_API_ROOT: api.apiRoot,
+  });
+  const log = pino({ level: 'silent' });
+  app = await startApp({ settings, log, connectors: () => [createTelegramConnector({ token: '1:x', apiRoot: api.apiRoot, log, pollTimeoutSeconds: 0 })] });
+});
+afterAll(async () => {
+  await app?.stop();
+  await api?.close();
+  await fake?.close();
+  await db?.drop();
+});
+beforeEach(() => {
+  fake.reset();
+  api.calls.length = 0;
+});
+
+describe('Telegram through the pipeline', () => {
+  it('answers an update delivered twice (a redelivery after a crash) once', async () => {
+    api.pushUpdates(dm(40, 'only once please'));
+    api.pushUpdates(dm(40, 'only once please'));
+    await until(() => api.callsOf('sendMessage').length === 1);
+    await app.waitForIdle('tg:telegram:7');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(api.callsOf('sendMessage').map((c) => c.body.text)).toEqual(['echo: only once please']);
+    expect(fake.requests).toHaveLength(1);
+  });
+
+  it('turns an edited message into a new turn marked (edited)', async () => {
+    api.pushUpdates(dm(41, 'meet at 5', true));
+    await until(() => api.callsOf('sendMessage').length === 1);
+    expect(fake.requests[0].lastUserText).toBe('(edited) meet at 5');
+  });
+
+  it('shows typing while the turn runs', async () => {
+    fake.script({ text: 'done thinking', delayMs: 300 });
+    api.pushUpdates(dm(42, 'think a little'));
+    await until(() => api.callsOf('sendMessage').length === 1);
+    expect(api.callsOf('sendChatAction').length).toBeGreaterThan(0);
+    expect(api.callsOf('sendChatAction')[0].body).toMatchObject({ chat_id: '7', action: 'typing' });
+  });
+});
