@@ -30,7 +30,7 @@ const marked = new Marked({
       return `<s>${this.parser.parseInline(tokens)}</s>`;
     },
     codespan({ text }) {
-      return `<code>${text}</code>`;
+      return `<code>${escape(text)}</code>`;
     },
     code({ text, lang }) {
       const cls = lang ? ` class="language-${escapeAttr(lang.split(/\s/)[0])}"` : '';

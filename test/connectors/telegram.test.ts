@@ -1,7 +1,7 @@
 // Telegram end to end against telegram-test-api, a Bot API emulator: real grammY client, real pipeline.
 import net from 'node:net';
 import pino from 'pino';
-import TelegramServer from 'telegram-test-api';
+import { TelegramServer } from 'telegram-test-api/lib/telegramServer.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTelegramConnector } from '../../connectors/telegram/index.ts';
 import { startApp, type App } from '../../src/app.ts';

@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import type { Update } from 'grammy/types';
+import { formatForTelegram, markdownToTelegramHtml, splitText } from '../../connectors/telegram/format.ts';
+import { normalizeUpdate } from '../../connectors/telegram/normalize.ts';
+
+const bot = { id: 42, username: 'parlor_bot' };
+const from = { id: 7, is_bot: false, first_name: 'Ana', last_name: 'Lima', username: 'ana' };
+const groupMessage = (text: string, extra: Record<string, unknown> = {}) =>
+  ({ update_id: 1, message: { message_id: 9, date: 0, chat: { id: -100, type: 'supergroup', title: 'Team' }, from, text, ...extra } }) as unknown as Update;
+
+describe('normalizeUpdate', () => {
+  it('uses the update id as the dedupe key and maps a DM', () => {
+    const event = normalizeUpdate({ update_id: 77, message: { message_id: 3, date: 0, chat: { id: 7, type: 'private', first_name: 'Ana' }, from, text: 'hi' } } as Update, bot);
+    expect(event).toMatchObject({ connector: 'telegram', externalId: '77', kind: 'message', chat: { id: '7', type: 'dm' }, sender: { id: '7', name: 'Ana Lima' }, text: 'hi', messageId: '3' });
+  });
+
+  it('counts a mention entity of the bot, a text mention, or a command addressed to it — never a substring', () => {
+    expect(normalizeUpdate(groupMessage('@parlor_bot hi', { entities: [{ type: 'mention', offset: 0, length: 11 }] }), bot)?.mentioned).toBe(true);
+    expect(normalizeUpdate(groupMessage('@parlor_botty hi', { entities: [{ type: 'mention', offset: 0, length: 13 }] }), bot)?.mentioned).toBe(false);
+    expect(normalizeUpdate(groupMessage('hey parlor_bot and @parlor_bot_fan'), bot)?.mentioned).toBe(false);
+    expect(normalizeUpdate(groupMessage('Bot, hi', { entities: [{ type: 'text_mention', offset: 0, length: 3, user: { id: 42, is_bot: true, first_name: 'P' } }] }), bot)?.mentioned).toBe(true);
+    expect(normalizeUpdate(groupMessage('/status@parlor_bot', { entities: [{ type: 'bot_command', offset: 0, length: 18 }] }), bot)?.mentioned).toBe(true);
+    expect(normalizeUpdate(groupMessage('/status@other_bot', { entities: [{ type: 'bot_command', offset: 0, length: 17 }] }), bot)?.mentioned).toBe(false);
+  });
+
+  it('sees a reply to the bot, keeps forum topics apart, and marks edits', () => {
+    expect(normalizeUpdate(groupMessage('yes', { reply_to_message: { message_id: 1, date: 0, chat: { id: -100, type: 'supergroup' }, from: { id: 42, is_bot: true, first_name: 'P' } } }), bot)?.replyToBot).toBe(true);
+    expect(normalizeUpdate(groupMessage('in topic', { is_topic_message: true, message_thread_id: 12 }), bot)?.chat.thread).toBe('12');
+    expect(normalizeUpdate(groupMessage('reply in general', { message_thread_id: 12 }), bot)?.chat.thread).toBeUndefined();
+    const edited = { update_id: 2, edited_message: { message_id: 9, date: 0, edit_date: 1, chat: { id: 7, type: 'private', first_name: 'Ana' }, from, text: 'fixed' } } as Update;
+    expect(normalizeUpdate(edited, bot)).toMatchObject({ kind: 'edit', text: 'fixed' });
+  });
+
+  it('records attachments with their captions', () => {
+    const photo = normalizeUpdate(groupMessage('', { text: undefined, caption: 'look', photo: [{ file_id: 'small', file_unique_id: 's', width: 1, height: 1 }, { file_id: 'big', file_unique_id: 'b', width: 9, height: 9, file_size: 900 }] }), bot);
+    expect(photo).toMatchObject({ text: 'look', attachments: [{ type: 'photo', fileId: 'big', size: 900 }] });
+  });
+});
+
+describe('formatting', () => {
+  it('converts Markdown to the HTML Telegram accepts and escapes everything else', () => {
+    expect(markdownToTelegramHtml('**a** _b_ ~~c~~ `x<y` [l](https://e.x/?a=1&b=2)')).toBe(
+      '<b>a</b> <i>b</i> <s>c</s> <code>x&lt;y</code> <a href="https://e.x/?a=1&amp;b=2">l</a>',
+    );
+    expect(markdownToTelegramHtml('```ts\nif (a < b) {}\n```')).toBe('<pre><code class="language-ts">if (a &lt; b) {}</code></pre>');
+    expect(markdownToTelegramHtml('- one\n- two')).toBe('• one\n• two');
+    expect(markdownToTelegramHtml('<script>x</script>')).toBe('&lt;script&gt;x&lt;/script&gt;');
+  });
+
+  it('splits on paragraphs, then lines, then hard, losing nothing', () => {
+    const paragraphs = ['a'.repeat(3000), 'b'.repeat(3000), 'c'.repeat(3000)].join('\n\n');
+    expect(splitText(paragraphs, 4096)).toEqual(['a'.repeat(3000), 'b'.repeat(3000), 'c'.repeat(3000)]);
+    const hard = 'x'.repeat(9000);
+    expect(splitText(hard, 4096).join('')).toBe(hard);
+    expect(splitText('😀'.repeat(3000), 4096).every((p) => !/^[\uDC00-\uDFFF]/.test(p))).toBe(true);
+  });
+
+  it('keeps code fences balanced across a split and every part within the limit after markup', () => {
+    const code = '```\n' + 'line of code\n'.repeat(600) + '```';
+    const parts = formatForTelegram(code);
+    expect(parts.length).toBeGreaterThan(1);
+    for (const p of parts) {
+      expect(p.html.length).toBeLessThanOrEqual(4096);
+      expect(p.html.startsWith('<pre><code>')).toBe(true);
+    }
+    const stars = '**x** '.repeat(1500);
+    expect(formatForTelegram(stars).every((p) => p.html.length <= 4096)).toBe(true);
+  });
+});
