@@ -58,7 +58,9 @@ export interface App {
 export function createPlatformConnectors(settings: Settings, log: Logger): Connector[] {
   const connectors: Connector[] = [];
   const { telegram } = settings.connectors;
-  if (telegram) connectors.push(createTelegramConnector({ token: telegram.token, apiRoot: telegram.apiRoot, log }));
+  if (telegram) {
+    connectors.push(createTelegramConnector({ token: telegram.token, apiRoot: telegram.apiRoot, webhookUrl: telegram.webhookUrl, log }));
+  }
   return connectors;
 }
 
@@ -142,6 +144,9 @@ export async function startApp(options: AppOptions): Promise<App> {
         await database.sql`select 1`;
         return { personas: personas.map((p) => p.name), connectors: [...connectors.keys()] };
       });
+      for (const connector of connectors.values()) {
+        if (connector.webhook) app.post(connector.webhook.path, (c) => connector.webhook!.handle(c.req.raw));
+      }
       http = await listen(app, { host: settings.http.host, port: settings.http.port, log });
       cleanups.push(() => http!.close());
     }

@@ -85,6 +85,8 @@ export interface Connector {
   /** When set, this instance serves only these chats (a terminal serves its own persona's chat). */
   chats?: readonly string[];
   capabilities: ConnectorCapabilities;
+  /** An HTTP endpoint on Parlor's server for platforms that push events (web-standard Request/Response). */
+  webhook?: { path: string; handle(request: Request): Promise<Response> };
   start(onInbound: InboundHandler): Promise<void>;
   stop(): Promise<void>;
   send(message: OutboundMessage): Promise<SentMessage>;

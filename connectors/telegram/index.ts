@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { autoRetry } from '@grammyjs/auto-retry';
 import { Api, GrammyError, HttpError } from 'grammy';
 import type { Update } from 'grammy/types';
@@ -13,6 +14,15 @@ export interface TelegramOptions {
   log: Logger;
   /** Long-poll wait per getUpdates call. */
   pollTimeoutSeconds?: number;
+  /** Public URL of Parlor's webhook endpoint: webhook mode instead of long polling. */
+  webhookUrl?: string;
+}
+
+export const WEBHOOK_PATH = '/telegram/webhook';
+
+/** The secret Telegram echoes in X-Telegram-Bot-Api-Secret-Token; derived from the token, so nothing to configure. */
+export function webhookSecret(token: string): string {
+  return createHash('sha256').update(`parlor-webhook:${token}`).digest('base64url').slice(0, 48);
 }
 
 const ALLOWED_UPDATES = ['message', 'edited_message', 'callback_query', 'message_reaction'] as const;
@@ -81,13 +91,49 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     }
   }
 
+  const secret = webhookSecret(options.token);
+  let handler: InboundHandler | undefined;
+
+  /** Webhook mode: the 200 goes back only once the update is stored, so Telegram retries anything lost. */
+  async function handleWebhook(request: Request): Promise<Response> {
+    const given = Buffer.from(request.headers.get('x-telegram-bot-api-secret-token') ?? '');
+    const expected = Buffer.from(secret);
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) return new Response('unauthorized', { status: 401 });
+    if (!handler || !bot) return new Response('not ready', { status: 503 });
+    let update: Update;
+    try {
+      update = (await request.json()) as Update;
+    } catch {
+      return new Response('bad request', { status: 400 });
+    }
+    try {
+      await deliverUpdate(update, handler);
+      return new Response(null, { status: 200 });
+    } catch (err) {
+      log.error({ err, update: update.update_id }, 'update could not be stored; Telegram will deliver it again');
+      return new Response('retry later', { status: 500 });
+    }
+  }
+
   return {
     id: 'telegram',
     capabilities: { buttons: true, edit: true, react: true, threads: true, typing: true, maxTextLength: TEXT_LIMIT },
+    ...(options.webhookUrl ? { webhook: { path: WEBHOOK_PATH, handle: handleWebhook } } : {}),
 
     async start(onInbound) {
       const me = await api.getMe();
       bot = { id: me.id, username: me.username };
+      handler = onInbound;
+      if (options.webhookUrl) {
+        // TELEGRAM_WEBHOOK_URL is Parlor's public base URL, or the full URL of the endpoint.
+        const base = options.webhookUrl.replace(/\/+$/, '');
+        await api.setWebhook(base.endsWith(WEBHOOK_PATH) ? base : base + WEBHOOK_PATH, {
+          secret_token: secret,
+          allowed_updates: [...ALLOWED_UPDATES],
+        });
+        log.info({ bot: `@${bot.username}` }, 'receiving Telegram updates by webhook');
+        return;
+      }
       // Polling and a webhook cannot both receive updates.
       await api.deleteWebhook().catch((err) => log.warn({ err: describe(err) }, 'deleteWebhook failed'));
       polling = poll(onInbound).catch((err) => log.error({ err }, 'polling stopped'));
