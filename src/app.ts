@@ -125,7 +125,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       defaultModel: llm?.model ?? 'default',
       cancelLocal: (turnId) => runner.cancel(turnId),
     });
-    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, log });
+    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log });
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
     let workers: TurnWorkers | undefined;

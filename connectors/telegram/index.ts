@@ -1,9 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import { autoRetry } from '@grammyjs/auto-retry';
 import { Api, GrammyError, HttpError } from 'grammy';
 import type { Update } from 'grammy/types';
 import type { Logger } from 'pino';
-import { PlatformError, type Connector, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
+import { PlatformError, type Attachment, type Connector, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
 import { formatForTelegram, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 
@@ -170,10 +172,28 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
       return { ids };
     },
 
+    async download(attachment, directory) {
+      const file = await api.getFile(attachment.fileId!);
+      if (!file.file_path) throw new Error('Telegram gave no file path');
+      const response = await fetch(`${options.apiRoot ?? 'https://api.telegram.org'}/file/bot${options.token}/${file.file_path}`);
+      if (!response.ok) throw new Error(`file download answered HTTP ${response.status}`);
+      await fs.mkdir(directory, { recursive: true });
+      const target = path.join(directory, uploadName(attachment, file.file_path));
+      await fs.writeFile(target, Buffer.from(await response.arrayBuffer()));
+      return target;
+    },
+
     async typing(chat, thread) {
       await api.sendChatAction(chat, 'typing', thread ? { message_thread_id: Number(thread) } : undefined);
     },
   };
+}
+
+/** A safe, unique file name: the sender's name when there is one, else the type, plus a piece of the file id. */
+function uploadName(attachment: Attachment, filePath: string): string {
+  const original = attachment.name ? path.basename(attachment.name).replace(/[^\w.-]+/g, '_') : `${attachment.type}${path.extname(filePath)}`;
+  const ext = path.extname(original);
+  return `${path.basename(original, ext).slice(0, 60)}-${attachment.fileId!.slice(-8).replace(/[^\w-]/g, '')}${ext}`;
 }
 
 /** Once part of a message is out, retrying the whole send would repeat it: such a failure is final. */

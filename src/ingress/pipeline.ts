@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
-import type { InboundEvent, IngressResult } from '#src/connector.ts';
+import path from 'node:path';
+import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { ensureConversation } from '#src/db/conversations.ts';
@@ -19,6 +20,10 @@ export interface IngressDeps {
   delivery: Delivery;
   commands: CommandHandler;
   log: Logger;
+  /** Connectors running here, for downloading attachments. */
+  connectors?: ReadonlyMap<string, Connector>;
+  /** Attachments larger than this are recorded but not downloaded. */
+  maxDownloadBytes?: number;
   /** Button clicks go straight to the questions module; they never queue behind a turn. */
   onClick?: (event: InboundEvent) => Promise<IngressResult>;
 }
@@ -31,6 +36,24 @@ class Duplicate extends Error {}
  */
 export function createIngress(deps: IngressDeps) {
   const { db } = deps.database;
+
+  /** Files under the size cap are saved in the persona's workspace/uploads, so its tools can read them. */
+  async function download(event: InboundEvent, persona: Persona, log: Logger) {
+    const connector = deps.connectors?.get(event.connector);
+    const cap = deps.maxDownloadBytes ?? 20 * 1024 * 1024;
+    return Promise.all(
+      (event.attachments ?? []).map(async (attachment) => {
+        if (!connector?.download || !attachment.fileId || (attachment.size ?? 0) > cap) return attachment;
+        try {
+          const saved = await connector.download(attachment, path.join(persona.workspace, 'uploads'));
+          return { ...attachment, path: path.relative(persona.workspace, saved) };
+        } catch (err) {
+          log.warn({ err, attachment: attachment.name ?? attachment.type }, 'attachment could not be downloaded');
+          return attachment;
+        }
+      }),
+    );
+  }
 
   async function handle(event: InboundEvent): Promise<IngressResult> {
     const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
@@ -83,6 +106,7 @@ export function createIngress(deps: IngressDeps) {
       return { status: 'command', conversationId };
     }
 
+    if (event.attachments?.length) event = { ...event, attachments: await download(event, persona, log) };
     const queued = await db
       .transaction(async (tx) => {
         if (!(await recordInboundEvent(tx, event.connector, event.externalId))) throw new Duplicate();

@@ -1,4 +1,6 @@
 // Telegram updates through the whole pipeline, driven by a scripted Bot API (for what the emulator cannot do).
+import fs from 'node:fs/promises';
+import path from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTelegramConnector } from '../../connectors/telegram/index.ts';
@@ -13,6 +15,7 @@ let api: FakeTelegram;
 let fake: FakeLlm;
 let db: TestDatabase;
 let app: App;
+let personasDir: string;
 
 const user = { id: 7, is_bot: false, first_name: 'Ana' };
 const dm = (updateId: number, text: string, edited = false) => ({
@@ -32,7 +35,7 @@ beforeAll(async () => {
   api = await startFakeTelegram();
   fake = await startFakeLlm();
   db = await createTestDatabase();
-  const personasDir = await writePersonas({ tg: { connectors: { users: ['telegram:7'] } } });
+  personasDir = await writePersonas({ tg: { connectors: { users: ['telegram:7'] } } });
   const settings = parseSettings({
     DATABASE_URL: db.url,
     LLM_BASE_URL: fake.openaiBaseUrl,
@@ -70,6 +73,24 @@ describe('Telegram through the pipeline', () => {
     api.pushUpdates(dm(41, 'meet at 5', true));
     await until(() => api.callsOf('sendMessage').length === 1);
     expect(fake.requests[0].lastUserText).toBe('(edited) meet at 5');
+  });
+
+  it('downloads a photo into the persona\'s workspace and tells the model where it is', async () => {
+    api.pushUpdates({
+      update_id: 43,
+      message: {
+        message_id: 543,
+        date: 0,
+        chat: { id: 7, type: 'private' },
+        from: user,
+        caption: 'what is this?',
+        photo: [{ file_id: 'AgACAgQAAxkBAAIBcd', file_unique_id: 'x', width: 90, height: 90, file_size: 15 }],
+      },
+    });
+    await until(() => api.callsOf('sendMessage').length === 1);
+    expect(fake.requests[0].lastUserText).toMatch(/^what is this\?\n\[attachment: photo \(15 bytes, saved at uploads\/photo-kBAAIBcd\.jpg\)\]$/);
+    const saved = path.join(personasDir, 'tg', 'workspace', 'uploads', 'photo-kBAAIBcd.jpg');
+    expect(await fs.readFile(saved, 'utf8')).toBe('fake file bytes');
   });
 
   it('shows typing while the turn runs', async () => {

@@ -39,6 +39,11 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
   const failures = new Map<string, Reply[]>();
   let messageId = 100;
   const server = createServer(async (req, res) => {
+    if (req.url?.startsWith('/file/')) {
+      calls.push({ method: 'file', body: { path: req.url } });
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      return res.end(Buffer.from('fake file bytes'));
+    }
     const method = (req.url ?? '').split('/').pop()!.split('?')[0];
     const body = await readBody(req);
     calls.push({ method, body });
@@ -50,6 +55,8 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
       reply = { ok: true, result: batches.shift() ?? [] };
     } else if (method === 'sendMessage') {
       reply = { ok: true, result: { message_id: ++messageId, date: 0, chat: { id: Number(body.chat_id), type: 'private' }, text: body.text } };
+    } else if (method === 'getFile') {
+      reply = { ok: true, result: { file_id: body.file_id, file_unique_id: 'u', file_size: 15, file_path: `files/${body.file_id}.jpg` } };
     } else reply = { ok: true, result: true };
     res.writeHead(reply.ok ? 200 : reply.error_code, { 'content-type': 'application/json' });
     res.end(JSON.stringify(reply));
