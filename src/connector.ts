@@ -90,6 +90,8 @@ export interface Connector {
   start(onInbound: InboundHandler): Promise<void>;
   stop(): Promise<void>;
   send(message: OutboundMessage): Promise<SentMessage>;
+  /** Sets the bot's reaction on a message; throws a PlatformError naming what is wrong (an emoji not allowed...). */
+  react?(chat: string, messageId: string, emoji: string): Promise<void>;
   /** Saves an inbound attachment into `directory`; returns the file's path. */
   download?(attachment: Attachment, directory: string): Promise<string>;
   typing?(chat: string, thread?: string): Promise<void>;

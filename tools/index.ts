@@ -1,10 +1,11 @@
 import type { Tool } from '#src/tools/types.ts';
 import { createClockTool } from './clock.ts';
 import { createEndTaskTool } from './end-task.ts';
+import { createReactTool } from './react.ts';
 import { createSendMessageTool } from './send-message.ts';
 import { createThinkHarderTool } from './think-harder.ts';
 
 /** The built-in tool set. Each tool is a factory that receives what it needs. */
 export function createBuiltinTools(deps: { timezone: string }): Tool[] {
-  return [createEndTaskTool(), createClockTool({ timezone: deps.timezone }), createSendMessageTool(), createThinkHarderTool()];
+  return [createEndTaskTool(), createClockTool({ timezone: deps.timezone }), createSendMessageTool(), createThinkHarderTool(), createReactTool()];
 }

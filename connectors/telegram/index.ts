@@ -29,6 +29,11 @@ export function webhookSecret(token: string): string {
 
 const ALLOWED_UPDATES = ['message', 'edited_message', 'callback_query', 'message_reaction'] as const;
 
+/** The emoji setMessageReaction accepts (Bot API ReactionTypeEmoji), without variation selectors. */
+const REACTION_EMOJI = new Set(
+  '👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷‍♂ 🤷 🤷‍♀ 😡'.split(' '),
+);
+
 /**
  * Telegram over the Bot API with grammY's client. Updates are long-polled by this process alone; each is handed
  * to the core and only then acknowledged (the next getUpdates offset moves past it), so a crash re-delivers it
@@ -170,6 +175,23 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
         }
       }
       return { ids };
+    },
+
+    async react(chat, messageId, emoji) {
+      const normalized = emoji.replace(/\uFE0F/g, '');
+      if (!REACTION_EMOJI.has(normalized)) {
+        throw new PlatformError({
+          platform: 'telegram',
+          method: 'setMessageReaction',
+          retryable: false,
+          message: `${emoji} is not one of Telegram's reaction emoji; use one of ${[...REACTION_EMOJI].slice(0, 12).join(' ')} …`,
+        });
+      }
+      try {
+        await api.setMessageReaction(chat, Number(messageId), [{ type: 'emoji', emoji: normalized as never }]);
+      } catch (err) {
+        throw toPlatformError(err, 'setMessageReaction', false);
+      }
     },
 
     async download(attachment, directory) {

@@ -94,7 +94,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       const conversation = await getConversation(db, data.conversationId);
       return {
         turnId: existing.id,
-        replyTo: data.origin?.messageId,
+        replyTo: data.origin?.chatType === 'group' ? data.origin.messageId : undefined,
         conversation: { historyAfterId: conversation?.historyAfterId ?? 0, thinking: conversation?.thinking ?? false },
         resumed: true,
       };
@@ -113,7 +113,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         const claimed = await claimPendingMessages(tx, data.conversationId, turnId);
         // Nothing waiting: an earlier turn already read this message mid-run.
         if (claimed.length === 0) throw new NothingPending();
-        return { turnId, replyTo: claimed[claimed.length - 1]?.externalId ?? data.origin?.messageId, conversation, resumed: false };
+        // In a group the answer quotes the message it answers; in a DM it needs no quote.
+        const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
+        return { turnId, replyTo, conversation, resumed: false };
       }
       await insertMessage(tx, {
         conversationId: data.conversationId,
@@ -185,6 +187,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       log,
       deliver: (target, text, options) => deliverTo(target, turnId, options?.dedupe ?? `send:${target.connector}:${target.chat}:${hash(text)}`, text, data.conversationId, target.replyTo),
       connectorIds: deps.knownConnectors,
+      react: async (emoji, messageId) => {
+        const origin = data.origin;
+        const target = messageId ?? origin?.messageId;
+        if (!origin || !target) throw new Error('there is no message to react to in this turn');
+        const connector = deps.connectors.get(origin.connector);
+        if (!connector?.react || !connector.capabilities.react) throw new Error(`${origin.connector} does not support reactions`);
+        await connector.react(origin.chat, target, emoji);
+      },
     };
     const system = buildSystemPrompt({
       persona,

@@ -132,7 +132,7 @@ export function createIngress(deps: IngressDeps) {
               connector: event.connector,
               chat: event.chat.id,
               thread: event.chat.thread,
-              messageId: event.chat.type === 'group' ? event.messageId : undefined,
+              messageId: event.messageId,
               chatType: event.chat.type,
               sender: `${event.connector}:${event.sender.id}`,
             },

@@ -37,8 +37,10 @@ export interface ToolContext {
   log: Logger;
   /** Sends text to a chat through the outbound ledger (at most once per turn and destination). */
   deliver(target: DeliveryTarget, text: string, options?: { dedupe?: string }): Promise<DeliveryResult>;
-  /** Connectors running anywhere in this deployment, and whether each has buttons etc. */
+  /** Connectors running anywhere in this deployment. */
   connectorIds(): string[];
+  /** Reacts with an emoji to a message in the turn's chat (the triggering message when none is named). */
+  react(emoji: string, messageId?: string): Promise<void>;
 }
 
 /** What a tool may tell the loop besides its text result. */

@@ -99,6 +99,13 @@ describe('sending', () => {
     expect(api.callsOf('sendChatAction')[0].body).toMatchObject({ chat_id: '-100', action: 'typing', message_thread_id: 12 });
   });
 
+  it('reacts with an allowed emoji, and names the allowed ones otherwise', async () => {
+    await connector.react!('7', '55', '❤️');
+    expect(api.callsOf('setMessageReaction')[0].body).toMatchObject({ chat_id: '7', message_id: 55, reaction: [{ type: 'emoji', emoji: '❤' }] });
+    await expect(connector.react!('7', '55', '🦖')).rejects.toThrow(/🦖 is not one of Telegram's reaction emoji; use one of 👍 👎/);
+    expect(api.callsOf('setMessageReaction')).toHaveLength(1);
+  });
+
   it('a failure after part of a long reply went out is final, so no part is sent twice', async () => {
     const long = Array.from({ length: 3 }, (_, i) => `${i}`.repeat(3000)).join('\n\n');
     api.failNext('sendMessage', { ok: true, result: { message_id: 1, date: 0, chat: { id: 7, type: 'private' } } });

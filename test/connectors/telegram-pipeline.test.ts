@@ -93,6 +93,16 @@ describe('Telegram through the pipeline', () => {
     expect(await fs.readFile(saved, 'utf8')).toBe('fake file bytes');
   });
 
+  it('lets the persona react to the message it is answering', async () => {
+    fake.script({ toolCalls: [{ name: 'react', arguments: { emoji: '👍' } }] }, { text: 'noted' });
+    api.pushUpdates(dm(44, 'I sent the report'));
+    await until(() => api.callsOf('sendMessage').length === 1);
+    expect(api.callsOf('setMessageReaction')[0].body).toMatchObject({ chat_id: '7', message_id: 544, reaction: [{ type: 'emoji', emoji: '👍' }] });
+    expect(fake.requests[1].body.messages.at(-1).content).toBe('reacted with 👍');
+    // A DM answer does not quote the message.
+    expect(api.callsOf('sendMessage')[0].body.reply_parameters).toBeUndefined();
+  });
+
   it('shows typing while the turn runs', async () => {
     fake.script({ text: 'done thinking', delayMs: 300 });
     api.pushUpdates(dm(42, 'think a little'));

@@ -32,6 +32,7 @@ export interface DeliveryCall {
 
 export interface TestToolContext extends ToolContext {
   deliveries: DeliveryCall[];
+  reactions: { emoji: string; messageId?: string }[];
 }
 
 export function makeToolContext(
@@ -45,6 +46,7 @@ export function makeToolContext(
   } = {},
 ): TestToolContext {
   const deliveries: DeliveryCall[] = [];
+  const reactions: { emoji: string; messageId?: string }[] = [];
   return {
     persona: options.persona ?? makePersona(),
     conversationId: 'conv-test',
@@ -59,5 +61,9 @@ export function makeToolContext(
       return options.deliverResult ?? { status: 'sent' };
     },
     connectorIds: () => options.connectors ?? ['telegram', 'discord', 'terminal'],
+    reactions,
+    async react(emoji, messageId) {
+      reactions.push({ emoji, messageId });
+    },
   };
 }
