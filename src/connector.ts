@@ -39,7 +39,8 @@ export interface InboundEvent {
   connector: string;
   /** Unique per connector; a redelivery carries the same id and is dropped. */
   externalId: string;
-  kind: 'message' | 'edit' | 'click';
+  /** `reaction`: someone reacted to a message (`messageId`) with the emoji in `text`. */
+  kind: 'message' | 'edit' | 'click' | 'reaction';
   chat: ChatRef;
   sender: Sender;
   text: string;

@@ -24,6 +24,20 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
       data: query.data ?? '',
     };
   }
+  if (update.message_reaction) {
+    const reaction = update.message_reaction;
+    const emoji = reaction.new_reaction.flatMap((r) => (r.type === 'emoji' ? [r.emoji] : []));
+    if (!reaction.user || emoji.length === 0) return undefined; // removed, anonymous or custom-only
+    return {
+      connector: 'telegram',
+      externalId,
+      kind: 'reaction',
+      chat: { id: String(reaction.chat.id), type: reaction.chat.type === 'private' ? 'dm' : 'group' },
+      sender: { id: String(reaction.user.id), name: fullName(reaction.user), username: reaction.user.username, isBot: reaction.user.is_bot },
+      text: emoji.join(''),
+      messageId: String(reaction.message_id),
+    };
+  }
   const message = update.message ?? update.edited_message;
   if (!message || !message.from) return undefined;
   const text = message.text ?? message.caption ?? '';

@@ -94,3 +94,24 @@ export async function outboundForTurn(db: Queryable, turnId: string): Promise<Ou
   return db.select().from(outboundMessages).where(eq(outboundMessages.turnId, turnId)).orderBy(asc(outboundMessages.id));
 }
 
+
+/** The text of a message Parlor sent to a chat in the last `withinDays` days, by its platform message id. */
+export async function sentMessageText(
+  db: Queryable,
+  where: { connector: string; chat: string; platformMessageId: string; withinDays: number },
+): Promise<string | undefined> {
+  const [row] = await db
+    .select({ text: outboundMessages.text })
+    .from(outboundMessages)
+    .where(
+      and(
+        eq(outboundMessages.connector, where.connector),
+        eq(outboundMessages.chat, where.chat),
+        eq(outboundMessages.status, 'sent'),
+        sql`${outboundMessages.createdAt} > now() - make_interval(days => ${where.withinDays})`,
+        sql`${outboundMessages.platformMessageIds} ? ${where.platformMessageId}`,
+      ),
+    )
+    .limit(1);
+  return row?.text;
+}

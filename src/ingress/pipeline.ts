@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
@@ -6,6 +7,7 @@ import type { Database } from '#src/db/client.ts';
 import { ensureConversation } from '#src/db/conversations.ts';
 import { recordInboundEvent } from '#src/db/inbound-events.ts';
 import { insertMessage } from '#src/db/messages.ts';
+import { sentMessageText } from '#src/db/outbound-messages.ts';
 import { claimSenderNotice } from '#src/db/sender-notices.ts';
 import type { JobSystem } from '#src/jobs/boss.ts';
 import type { Delivery } from '#src/agent/delivery.ts';
@@ -29,6 +31,9 @@ export interface IngressDeps {
 }
 
 class Duplicate extends Error {}
+
+/** How long the persona remembers its sent messages for reactions to them. */
+const REACTION_MEMORY_DAYS = 7;
 
 /**
  * The inbound pipeline: dedupe → clicks → route and authorize → control commands → persist the message and
@@ -55,6 +60,40 @@ export function createIngress(deps: IngressDeps) {
     );
   }
 
+  /**
+   * A reaction to one of the persona's recent messages goes into the transcript (the next turn sees it) without
+   * starting a turn. Reactions to anything else are ignored.
+   */
+  async function recordReaction(event: InboundEvent, persona: Persona, conversationId: string, log: Logger): Promise<IngressResult> {
+    if (!event.messageId || !event.text) return { status: 'ignored' };
+    const reactedTo = await sentMessageText(db, {
+      connector: event.connector,
+      chat: event.chat.id,
+      platformMessageId: event.messageId,
+      withinDays: REACTION_MEMORY_DAYS,
+    });
+    if (reactedTo === undefined) return { status: 'ignored' };
+    const recorded = await db
+      .transaction(async (tx) => {
+        if (!(await recordInboundEvent(tx, event.connector, event.externalId))) throw new Duplicate();
+        await ensureConversation(tx, { id: conversationId, persona: persona.name, connector: event.connector, chat: event.chat.id, thread: event.chat.thread });
+        const who = event.sender.name ?? event.sender.id;
+        const excerpt = reactedTo.length > 80 ? `${reactedTo.slice(0, 80)}…` : reactedTo;
+        await insertMessage(tx, {
+          conversationId,
+          // Written as already read, so it waits for the next turn instead of starting one.
+          turnId: randomUUID(),
+          message: { role: 'user', content: `[${who} reacted ${event.text} to your message "${excerpt}"]` },
+          sender: `${event.connector}:${event.sender.id}`,
+        });
+        return true;
+      })
+      .catch(rethrowUnlessDuplicate);
+    if (!recorded) return { status: 'duplicate', conversationId };
+    log.debug({ conversation: conversationId }, 'reaction recorded');
+    return { status: 'ignored', conversationId };
+  }
+
   async function handle(event: InboundEvent): Promise<IngressResult> {
     const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
     if (event.kind === 'click') {
@@ -67,6 +106,7 @@ export function createIngress(deps: IngressDeps) {
       return { status: 'ignored' };
     }
 
+    if (route.kind === 'stranger' && event.kind === 'reaction') return { status: 'ignored' };
     if (route.kind === 'stranger') {
       const notify = await db
         .transaction(async (tx) => {
@@ -89,6 +129,7 @@ export function createIngress(deps: IngressDeps) {
     }
 
     const { persona, conversationId } = route;
+    if (event.kind === 'reaction') return recordReaction(event, persona, conversationId, log);
     const command = event.kind === 'message' ? parseControlCommand(event.text) : undefined;
     if (command) {
       const fresh = await recordInboundEvent(db, event.connector, event.externalId);

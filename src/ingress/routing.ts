@@ -40,7 +40,10 @@ export function routeInbound(personas: readonly Persona[], event: InboundEvent):
   );
   if (owners.length === 0) return { kind: 'ignore', reason: 'channel not owned by any persona' };
   const owner = owners.find((o) => o.persona.isDefault) ?? owners[0];
-  if (owner.channel.mention && !event.mentioned && !event.replyToBot) return { kind: 'ignore', reason: 'not mentioned' };
+  // A reaction is checked against the bot's own messages instead (see the ingress).
+  if (owner.channel.mention && event.kind !== 'reaction' && !event.mentioned && !event.replyToBot) {
+    return { kind: 'ignore', reason: 'not mentioned' };
+  }
   return conversation(owner.persona);
 }
 

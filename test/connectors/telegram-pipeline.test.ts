@@ -1,6 +1,7 @@
 // Telegram updates through the whole pipeline, driven by a scripted Bot API (for what the emulator cannot do).
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTelegramConnector } from '../../connectors/telegram/index.ts';
@@ -101,6 +102,28 @@ describe('Telegram through the pipeline', () => {
     expect(fake.requests[1].body.messages.at(-1).content).toBe('reacted with 👍');
     // A DM answer does not quote the message.
     expect(api.callsOf('sendMessage')[0].body.reply_parameters).toBeUndefined();
+  });
+
+  it('records a reaction to one of its messages for the next turn, without starting one', async () => {
+    api.pushUpdates(dm(45, 'here is my plan'));
+    await until(() => api.callsOf('sendMessage').length === 1);
+    await app.waitForIdle('tg:telegram:7');
+    const [sent] = (await app.database.db.execute(
+      sql`select platform_message_ids->>0 as id from outbound_messages where text = 'echo: here is my plan'`,
+    )) as unknown as { id: string }[];
+    const botMessageId = Number(sent.id);
+    const reaction = (id: number, messageId: number, emoji: string) => ({
+      update_id: id,
+      message_reaction: { chat: { id: 7, type: 'private' }, message_id: messageId, user, date: 0, old_reaction: [], new_reaction: [{ type: 'emoji', emoji }] },
+    });
+    api.pushUpdates(reaction(46, botMessageId, '🔥'), reaction(47, 99_999, '👎'));
+    await new Promise((r) => setTimeout(r, 600));
+    expect(fake.requests).toHaveLength(1); // no turn for a reaction
+    api.pushUpdates(dm(48, 'so?'));
+    await until(() => api.callsOf('sendMessage').length === 2);
+    const contents = fake.requests[1].body.messages.map((m: { content: string }) => m.content);
+    expect(contents).toContain('[Ana reacted 🔥 to your message "echo: here is my plan"]');
+    expect(contents.join('\n')).not.toContain('👎');
   });
 
   it('shows typing while the turn runs', async () => {
