@@ -69,11 +69,19 @@ export interface IngressResult {
 /** The core's entry point for inbound events. A connector acknowledges the platform after it resolves. */
 export type InboundHandler = (event: InboundEvent) => Promise<IngressResult>;
 
+export interface Button {
+  label: string;
+  /** The payload a click carries back (`q:<question id>:<choice id>`); connectors enforce their platform's limit. */
+  data: string;
+}
+
 export interface OutboundMessage {
   chat: string;
   thread?: string;
   text: string;
   replyTo?: string;
+  /** Rows of buttons under the message (on its last part when the text is split). */
+  buttons?: Button[][];
 }
 
 export interface SentMessage {
@@ -91,6 +99,8 @@ export interface Connector {
   start(onInbound: InboundHandler): Promise<void>;
   stop(): Promise<void>;
   send(message: OutboundMessage): Promise<SentMessage>;
+  /** Replaces a sent message's text and removes its buttons (a question once it is answered or expired). */
+  edit?(chat: string, messageId: string, text: string): Promise<void>;
   /** Sets the bot's reaction on a message; throws a PlatformError naming what is wrong (an emoji not allowed...). */
   react?(chat: string, messageId: string, emoji: string): Promise<void>;
   /** Saves an inbound attachment into `directory`; returns the file's path. */

@@ -5,7 +5,7 @@ import { autoRetry } from '@grammyjs/auto-retry';
 import { Api, GrammyError, HttpError } from 'grammy';
 import type { Update } from 'grammy/types';
 import type { Logger } from 'pino';
-import { PlatformError, type Attachment, type Connector, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
+import { PlatformError, type Attachment, type Button, type Connector, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
 import { formatForTelegram, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 
@@ -154,11 +154,14 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
 
     async send(message: OutboundMessage): Promise<SentMessage> {
       const ids: string[] = [];
+      const keyboard = message.buttons ? inlineKeyboard(message.buttons) : undefined;
       const parts = formatForTelegram(message.text);
       for (const [i, part] of parts.entries()) {
         const common = {
           ...(message.thread ? { message_thread_id: Number(message.thread) } : {}),
           ...(i === 0 && message.replyTo ? { reply_parameters: { message_id: Number(message.replyTo), allow_sending_without_reply: true } } : {}),
+          // The buttons go under the last part, after the whole question has been read.
+          ...(keyboard && i === parts.length - 1 ? { reply_markup: keyboard } : {}),
         };
         try {
           let sent;
@@ -175,6 +178,23 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
         }
       }
       return { ids };
+    },
+
+    async edit(chat, messageId, text) {
+      const [part] = formatForTelegram(text);
+      const options = { reply_markup: { inline_keyboard: [] } };
+      try {
+        try {
+          await api.editMessageText(chat, Number(messageId), part.html, { ...options, parse_mode: 'HTML' });
+        } catch (err) {
+          if (!(err instanceof GrammyError && /can't parse entities/i.test(err.description))) throw err;
+          await api.editMessageText(chat, Number(messageId), part.plain, options);
+        }
+      } catch (err) {
+        // Editing to the same content is not a failure.
+        if (err instanceof GrammyError && /message is not modified/i.test(err.description)) return;
+        throw toPlatformError(err, 'editMessageText', false);
+      }
     },
 
     async react(chat, messageId, emoji) {
@@ -208,6 +228,18 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     async typing(chat, thread) {
       await api.sendChatAction(chat, 'typing', thread ? { message_thread_id: Number(thread) } : undefined);
     },
+  };
+}
+
+/** Telegram's inline keyboard; callback_data is limited to 64 bytes, so a longer payload is a programming error. */
+export function inlineKeyboard(rows: Button[][]) {
+  return {
+    inline_keyboard: rows.map((row) =>
+      row.map((button) => {
+        if (Buffer.byteLength(button.data) > 64) throw new Error(`button data "${button.data}" is over Telegram's 64-byte limit`);
+        return { text: button.label, callback_data: button.data };
+      }),
+    ),
   };
 }
 

@@ -161,3 +161,27 @@ describe('Telegram groups', () => {
     expect(fake.requests).toHaveLength(0);
   });
 });
+
+describe('Telegram buttons', () => {
+  it('renders a question as an inline keyboard and removes it when the question is settled', async () => {
+    const telegram = app.connectors.get('telegram')!;
+    const sent = await telegram.send({
+      chat: String(OWNER),
+      text: 'Run `rm -rf build/`?',
+      buttons: [[{ label: 'Allow once', data: 'q:AbC123:once' }, { label: 'Always allow', data: 'q:AbC123:always' }, { label: 'Deny', data: 'q:AbC123:deny' }]],
+    });
+    const [question] = await waitForBotMessages(OWNER, 1);
+    expect((question as { reply_markup?: unknown }).reply_markup).toEqual({
+      inline_keyboard: [[{ text: 'Allow once', callback_data: 'q:AbC123:once' }, { text: 'Always allow', callback_data: 'q:AbC123:always' }, { text: 'Deny', callback_data: 'q:AbC123:deny' }]],
+    });
+    await telegram.edit!(String(OWNER), sent.ids[0], 'Run `rm -rf build/`? — Allowed once by @ana');
+    const [edited] = sentTo(OWNER);
+    expect(edited.text).toBe('Run <code>rm -rf build/</code>? — Allowed once by @ana');
+    expect((edited as { reply_markup?: { inline_keyboard: unknown[] } }).reply_markup?.inline_keyboard).toEqual([]);
+  });
+
+  it('refuses a button payload over Telegram\'s 64 bytes', async () => {
+    const telegram = app.connectors.get('telegram')!;
+    await expect(telegram.send({ chat: String(OWNER), text: 'x', buttons: [[{ label: 'x', data: 'q:' + 'x'.repeat(70) }]] })).rejects.toThrow(/64-byte/);
+  });
+});
