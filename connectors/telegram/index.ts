@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { PlatformError, type Attachment, type Button, type Connector, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
 import { formatForTelegram, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
+import { createChatThrottle } from './throttle.ts';
 
 export interface TelegramOptions {
   token: string;
@@ -44,6 +45,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
   const api = new Api(options.token, options.apiRoot ? { apiRoot: options.apiRoot } : undefined);
   // 429s (with retry_after) and 5xx are retried per API call, so a long reply never resends its first parts.
   api.config.use(autoRetry({ maxRetryAttempts: 5, maxDelaySeconds: 120 }));
+  const throttle = createChatThrottle();
   let bot: BotIdentity | undefined;
   let polling: Promise<void> | undefined;
   const stopper = new AbortController();
@@ -163,6 +165,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
           // The buttons go under the last part, after the whole question has been read.
           ...(keyboard && i === parts.length - 1 ? { reply_markup: keyboard } : {}),
         };
+        await throttle.take(message.chat);
         try {
           let sent;
           try {
