@@ -113,3 +113,19 @@ describe('sending', () => {
     await expect(connector.send({ chat: '7', text: long })).rejects.toMatchObject({ name: 'PlatformError', retryable: false, status: 400 });
   });
 });
+
+describe('a second poller on the same token', () => {
+  it('explains the 409 Conflict once and backs off instead of looping', async () => {
+    const other = await startFakeTelegram();
+    const lines: string[] = [];
+    const log = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    other.failNext('getUpdates', { ok: false, error_code: 409, description: 'Conflict: terminated by other getUpdates request' }, 5);
+    const second = createTelegramConnector({ token: '1:x', apiRoot: other.apiRoot, log, pollTimeoutSeconds: 0 });
+    await second.start(async () => ({ status: 'queued' }));
+    await new Promise((r) => setTimeout(r, 1000));
+    await second.stop();
+    await other.close();
+    expect(other.callsOf('getUpdates')).toHaveLength(1);
+    expect(lines.join('\n')).toMatch(/another process is receiving updates for this bot token \(409 Conflict\)/);
+  });
+});
