@@ -94,8 +94,9 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
     },
 
     async send(message: OutboundMessage): Promise<SentMessage> {
-      if (interactive) output.write(`\r${options.persona}> ${message.text}\n`);
-      else output.write(`${message.text}\n`);
+      const text = [message.text, ...(message.files ?? []).map((f) => `[file: ${f}]`)].join('\n');
+      if (interactive) output.write(`\r${options.persona}> ${text}\n`);
+      else output.write(`${text}\n`);
       prompt();
       return { ids: [randomUUID()] };
     },

@@ -82,6 +82,8 @@ export interface OutboundMessage {
   replyTo?: string;
   /** Rows of buttons under the message (on its last part when the text is split). */
   buttons?: Button[][];
+  /** Absolute paths of files to send; the text is their caption (what does not fit follows as messages). */
+  files?: string[];
 }
 
 export interface SentMessage {

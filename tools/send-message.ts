@@ -1,13 +1,17 @@
 import type { Persona } from '#src/config/persona.ts';
 import type { DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
+import { resolveWorkspaceFile } from '#src/tools/workspace.ts';
 
 interface Args {
   text: string;
   connector?: string;
   to?: string;
   thread?: string;
+  files?: string[];
   dry_run?: boolean;
 }
+
+const MAX_FILE_BYTES = 50 * 1024 * 1024;
 
 /**
  * Sends a message now: to an explicit chat, else the chat this turn came from, else (background turns) the
@@ -18,7 +22,8 @@ export function createSendMessageTool(): Tool<Args> {
     name: 'send_message',
     description:
       'Send a message to a chat now. With no connector/to it goes to the current chat, or in a scheduled turn to your primary chat. ' +
-      'connector is e.g. "telegram"; to is the chat id. dry_run checks the destination without sending.',
+      'connector is e.g. "telegram"; to is the chat id. files are paths in your workspace to send, with text as their caption. ' +
+      'dry_run checks the destination without sending.',
     parameters: {
       type: 'object',
       additionalProperties: false,
@@ -28,6 +33,7 @@ export function createSendMessageTool(): Tool<Args> {
         connector: { type: 'string', minLength: 1 },
         to: { type: 'string', minLength: 1 },
         thread: { type: 'string', minLength: 1 },
+        files: { type: 'array', items: { type: 'string', minLength: 1 }, maxItems: 10 },
         dry_run: { type: 'boolean' },
       },
     },
@@ -36,8 +42,16 @@ export function createSendMessageTool(): Tool<Args> {
       const target = resolveTarget(args, ctx);
       if ('error' in target) return `error: ${target.error}`;
       const where = `${target.connector}:${target.chat}${target.thread ? `:${target.thread}` : ''}`;
-      if (args.dry_run) return `dry run: would send ${args.text.length} characters to ${where}; nothing was sent`;
-      const result = await ctx.deliver(target, args.text);
+      let files: string[] | undefined;
+      try {
+        files = args.files && (await Promise.all(args.files.map((f) => resolveWorkspaceFile(ctx.persona, f, { maxBytes: MAX_FILE_BYTES }))));
+      } catch (err) {
+        return `error: ${(err as Error).message}`;
+      }
+      if (args.dry_run) {
+        return `dry run: would send ${args.text.length} characters${files ? ` and ${files.length} file(s)` : ''} to ${where}; nothing was sent`;
+      }
+      const result = await ctx.deliver(target, args.text, files ? { files } : undefined);
       switch (result.status) {
         case 'sent':
           return `sent to ${where}`;

@@ -2,6 +2,7 @@ import { Marked, type Tokens } from 'marked';
 
 /** Telegram's limits, counted in UTF-16 code units (JavaScript string length). */
 export const TEXT_LIMIT = 4096;
+export const CAPTION_LIMIT = 1024;
 
 const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 const escapeAttr = (text: string) => escape(text).replace(/"/g, '&quot;');

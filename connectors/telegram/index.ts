@@ -2,11 +2,11 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { autoRetry } from '@grammyjs/auto-retry';
-import { Api, GrammyError, HttpError } from 'grammy';
+import { Api, GrammyError, HttpError, InputFile } from 'grammy';
 import type { Update } from 'grammy/types';
 import type { Logger } from 'pino';
 import { PlatformError, type Attachment, type Button, type Connector, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
-import { formatForTelegram, TEXT_LIMIT } from './format.ts';
+import { CAPTION_LIMIT, formatForTelegram, splitText, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { createChatThrottle } from './throttle.ts';
 
@@ -157,28 +157,60 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     async send(message: OutboundMessage): Promise<SentMessage> {
       const ids: string[] = [];
       const keyboard = message.buttons ? inlineKeyboard(message.buttons) : undefined;
-      const parts = formatForTelegram(message.text);
-      for (const [i, part] of parts.entries()) {
-        const common = {
+      const files = message.files ?? [];
+      // With files, the start of the text is the first file's caption (1024 at most); the rest follows as text.
+      const pieces = files.length ? splitText(message.text, CAPTION_LIMIT) : [message.text];
+      const caption = files.length && pieces[0] ? formatForTelegram(pieces[0], CAPTION_LIMIT)[0] : undefined;
+      const parts = formatForTelegram(files.length ? pieces.slice(1).join('\n\n') : message.text);
+      const steps = files.length + parts.length;
+      let step = 0;
+      const optionsFor = () => {
+        const i = step++;
+        return {
           ...(message.thread ? { message_thread_id: Number(message.thread) } : {}),
           ...(i === 0 && message.replyTo ? { reply_parameters: { message_id: Number(message.replyTo), allow_sending_without_reply: true } } : {}),
           // The buttons go under the last part, after the whole question has been read.
-          ...(keyboard && i === parts.length - 1 ? { reply_markup: keyboard } : {}),
+          ...(keyboard && i === steps - 1 ? { reply_markup: keyboard } : {}),
         };
+      };
+      /** Sends with HTML, or, when Telegram rejects the markup, the same text plain. */
+      const withFallback = async <T>(method: string, html: () => Promise<T>, plain: () => Promise<T>): Promise<T> => {
         await throttle.take(message.chat);
         try {
-          let sent;
           try {
-            sent = await api.sendMessage(message.chat, part.html, { ...common, parse_mode: 'HTML' });
+            return await html();
           } catch (err) {
             if (!(err instanceof GrammyError && /can't parse entities|unsupported start tag|can't find end tag/i.test(err.description))) throw err;
-            log.warn({ chat: message.chat, description: err.description }, 'Telegram rejected the formatting; sending plain text');
-            sent = await api.sendMessage(message.chat, part.plain, common);
+            log.warn({ chat: message.chat, method, description: err.description }, 'Telegram rejected the formatting; sending plain text');
+            return await plain();
           }
-          ids.push(String(sent.message_id));
         } catch (err) {
-          throw toPlatformError(err, 'sendMessage', ids.length > 0);
+          throw toPlatformError(err, method, ids.length > 0);
         }
+      };
+
+      for (const [i, file] of files.entries()) {
+        const common = optionsFor();
+        const withCaption = i === 0 && caption;
+        const photo = /\.(jpe?g|png|gif|webp)$/i.test(file);
+        const method = photo ? 'sendPhoto' : 'sendDocument';
+        const upload = (extra: object): Promise<{ message_id: number }> =>
+          photo ? api.sendPhoto(message.chat, new InputFile(file), { ...common, ...extra }) : api.sendDocument(message.chat, new InputFile(file), { ...common, ...extra });
+        const sent = await withFallback(
+          method,
+          () => upload(withCaption ? { caption: caption.html, parse_mode: 'HTML' } : {}),
+          () => upload(withCaption ? { caption: caption.plain } : {}),
+        );
+        ids.push(String(sent.message_id));
+      }
+      for (const part of parts) {
+        const common = optionsFor();
+        const sent = await withFallback(
+          'sendMessage',
+          () => api.sendMessage(message.chat, part.html, { ...common, parse_mode: 'HTML' }),
+          () => api.sendMessage(message.chat, part.plain, common),
+        );
+        ids.push(String(sent.message_id));
       }
       return { ids };
     },

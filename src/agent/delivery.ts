@@ -46,7 +46,13 @@ export function createDelivery(deps: {
       const sent = await withRetries(
         () => {
           attempts++;
-          return connector.send({ chat: row.chat, thread: row.thread ?? undefined, text: row.text, replyTo: row.replyTo ?? undefined });
+          return connector.send({
+            chat: row.chat,
+            thread: row.thread ?? undefined,
+            text: row.text,
+            replyTo: row.replyTo ?? undefined,
+            files: row.files ?? undefined,
+          });
         },
         {
           deadlineMs: deps.sendDeadlineMs ?? 120_000,

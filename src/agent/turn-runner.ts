@@ -185,7 +185,18 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       origin: data.origin,
       signal,
       log,
-      deliver: (target, text, options) => deliverTo(target, turnId, options?.dedupe ?? `send:${target.connector}:${target.chat}:${hash(text)}`, text, data.conversationId, target.replyTo),
+      deliver: (target, text, options) =>
+        deps.delivery.deliver({
+          dedupeKey: `turn:${turnId}:${options?.dedupe ?? `send:${target.connector}:${target.chat}:${hash(text + (options?.files ?? []).join('\n'))}`}`,
+          turnId,
+          conversationId: data.conversationId,
+          connector: target.connector,
+          chat: target.chat,
+          thread: target.thread,
+          replyTo: target.replyTo,
+          text,
+          files: options?.files,
+        }),
       connectorIds: deps.knownConnectors,
       react: async (emoji, messageId) => {
         const origin = data.origin;

@@ -15,6 +15,7 @@ export interface OutboundDraft {
   thread?: string;
   replyTo?: string;
   text: string;
+  files?: string[];
 }
 
 /**

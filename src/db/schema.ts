@@ -106,6 +106,8 @@ export const outboundMessages = pgTable(
     status: text('status').notNull().default('pending'),
     attempts: integer('attempts').notNull().default(0),
     platformMessageIds: jsonb('platform_message_ids'),
+    /** Absolute paths of files sent with the text (the text is their caption). */
+    files: jsonb('files').$type<string[]>(),
     error: text('error'),
     createdAt: createdAt(),
     /** When a sender took the row ('sending'); a row left 'sending' long after that lost its sender. */

@@ -36,7 +36,7 @@ export interface ToolContext {
   signal: AbortSignal;
   log: Logger;
   /** Sends text to a chat through the outbound ledger (at most once per turn and destination). */
-  deliver(target: DeliveryTarget, text: string, options?: { dedupe?: string }): Promise<DeliveryResult>;
+  deliver(target: DeliveryTarget, text: string, options?: { dedupe?: string; files?: string[] }): Promise<DeliveryResult>;
   /** Connectors running anywhere in this deployment. */
   connectorIds(): string[];
   /** Reacts with an emoji to a message in the turn's chat (the triggering message when none is named). */

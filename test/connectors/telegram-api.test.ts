@@ -1,4 +1,7 @@
 // The Telegram connector against a scripted Bot API: redelivery, formatting fallback, 429, typing, callbacks.
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTelegramConnector } from '../../connectors/telegram/index.ts';
@@ -104,6 +107,26 @@ describe('sending', () => {
     expect(api.callsOf('setMessageReaction')[0].body).toMatchObject({ chat_id: '7', message_id: 55, reaction: [{ type: 'emoji', emoji: '❤' }] });
     await expect(connector.react!('7', '55', '🦖')).rejects.toThrow(/🦖 is not one of Telegram's reaction emoji; use one of 👍 👎/);
     expect(api.callsOf('setMessageReaction')).toHaveLength(1);
+  });
+
+  it('sends a file with the start of the text as its caption, and the rest of a long caption after it', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-tg-files-'));
+    const report = path.join(dir, 'report.pdf');
+    const chart = path.join(dir, 'chart.png');
+    await fs.writeFile(report, 'pdf bytes');
+    await fs.writeFile(chart, 'png bytes');
+    const text = Array.from({ length: 12 }, (_, i) => `Line ${i}: ${'detail '.repeat(20)}`).join('\n\n');
+    expect(text.length).toBeGreaterThan(1024);
+    const sent = await connector.send({ chat: '7', text, files: [report, chart] });
+    const [document] = api.callsOf('sendDocument');
+    expect(document.body.document).toMatchObject({ name: 'report.pdf', size: 9 });
+    expect(document.body.caption.length).toBeLessThanOrEqual(1024);
+    expect(document.body.caption).toMatch(/^Line 0:/);
+    expect(api.callsOf('sendPhoto')[0].body.caption).toBeUndefined();
+    const rest = api.callsOf('sendMessage').map((c) => c.body.text).join('\n\n');
+    expect(`${document.body.caption}\n\n${rest}`.match(/Line \d+/g)).toEqual(Array.from({ length: 12 }, (_, i) => `Line ${i}`));
+    expect(sent.ids).toHaveLength(3);
+    await fs.rm(dir, { recursive: true, force: true });
   });
 
   it('a failure after part of a long reply went out is final, so no part is sent twice', async () => {

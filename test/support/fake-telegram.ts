@@ -21,9 +21,35 @@ export interface FakeTelegram {
   close(): Promise<void>;
 }
 
+/** File uploads: fields as strings, files as { name, size }. */
+function parseMultipart(raw: Buffer, type: string): Record<string, any> {
+  const boundary = /boundary="?([^";]+)"?/.exec(type)?.[1];
+  const body: Record<string, any> = {};
+  if (!boundary) return body;
+  for (const part of raw.toString('latin1').split(`--${boundary}`)) {
+    const split = part.indexOf('\r\n\r\n');
+    if (split < 0) continue;
+    const headers = part.slice(0, split);
+    const content = part.slice(split + 4).replace(/\r\n$/, '');
+    const name = /name="([^"]*)"/.exec(headers)?.[1];
+    if (!name) continue;
+    const filename = /filename="?([^"\r\n;]*)"?/.exec(headers)?.[1];
+    body[name] = filename !== undefined ? { name: filename, size: Buffer.byteLength(content, 'latin1') } : Buffer.from(content, 'latin1').toString('utf8');
+  }
+  // grammY sends `document: "attach://<part>"` and the file as that part.
+  for (const [key, value] of Object.entries(body)) {
+    if (typeof value === 'string' && value.startsWith('attach://')) body[key] = body[value.slice('attach://'.length)];
+  }
+  return body;
+}
+
 async function readBody(req: IncomingMessage): Promise<Record<string, any>> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
+  const type = req.headers['content-type'] ?? '';
+  if (type.startsWith('multipart/form-data')) {
+    return parseMultipart(Buffer.concat(chunks), type);
+  }
   const text = Buffer.concat(chunks).toString('utf8');
   if (!text) return {};
   try {
@@ -53,6 +79,8 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     else if (method === 'getMe') reply = { ok: true, result: { id: 4242, is_bot: true, first_name: 'Parlor', username: 'parlor_test_bot' } };
     else if (method === 'getUpdates') {
       reply = { ok: true, result: batches.shift() ?? [] };
+    } else if (method === 'sendPhoto' || method === 'sendDocument') {
+      reply = { ok: true, result: { message_id: ++messageId, date: 0, chat: { id: Number(body.chat_id), type: 'private' }, caption: body.caption } };
     } else if (method === 'sendMessage') {
       reply = { ok: true, result: { message_id: ++messageId, date: 0, chat: { id: Number(body.chat_id), type: 'private' }, text: body.text } };
     } else if (method === 'getFile') {

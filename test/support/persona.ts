@@ -27,7 +27,7 @@ export function makePersona(overrides: PersonaOverrides = {}): Persona {
 export interface DeliveryCall {
   target: DeliveryTarget;
   text: string;
-  options?: { dedupe?: string };
+  options?: { dedupe?: string; files?: string[] };
 }
 
 export interface TestToolContext extends ToolContext {

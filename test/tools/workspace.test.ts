@@ -1,0 +1,50 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { resolveWorkspaceFile } from '../../src/tools/workspace.ts';
+import { createSendMessageTool } from '../../tools/send-message.ts';
+import { makePersona, makeToolContext } from '../support/persona.ts';
+
+let root: string;
+let persona: ReturnType<typeof makePersona>;
+
+beforeAll(async () => {
+  root = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-ws-'));
+  const workspace = path.join(root, 'workspace');
+  await fs.mkdir(path.join(workspace, 'out'), { recursive: true });
+  await fs.writeFile(path.join(workspace, 'out', 'report.txt'), 'hello');
+  await fs.writeFile(path.join(workspace, '.env'), 'TOKEN=secret');
+  await fs.writeFile(path.join(root, 'outside.txt'), 'not yours');
+  await fs.symlink(path.join(root, 'outside.txt'), path.join(workspace, 'sneaky.txt'));
+  persona = makePersona({ workspace, users: ['telegram:1'] });
+});
+afterAll(async () => {
+  await fs.rm(root, { recursive: true, force: true });
+});
+
+describe('files a tool may use', () => {
+  it('resolves a file inside the workspace', async () => {
+    expect(await resolveWorkspaceFile(persona, 'out/report.txt')).toBe(path.join(await fs.realpath(root), 'workspace', 'out', 'report.txt'));
+  });
+
+  it.each([
+    ['../outside.txt', /outside the workspace/],
+    ['/etc/passwd', /outside the workspace/],
+    ['sneaky.txt', /leads outside the workspace/],
+    ['.env', /secrets file/],
+    ['missing.txt', /does not exist/],
+    ['out', /not a file/],
+  ])('refuses %s', async (given, message) => {
+    await expect(resolveWorkspaceFile(persona, given)).rejects.toThrow(message);
+  });
+
+  it('send_message sends workspace files and refuses the rest without sending anything', async () => {
+    const tool = createSendMessageTool();
+    const ctx = makeToolContext({ persona, origin: { connector: 'telegram', chat: '1', chatType: 'dm' }, kind: 'user' });
+    expect(await tool.run({ text: 'here it is', files: ['out/report.txt'] }, ctx)).toBe('sent to telegram:1');
+    expect(ctx.deliveries[0].options?.files).toEqual([path.join(await fs.realpath(root), 'workspace', 'out', 'report.txt')]);
+    expect(await tool.run({ text: 'and this', files: ['../outside.txt'] }, ctx)).toBe('error: "../outside.txt" is outside the workspace');
+    expect(ctx.deliveries).toHaveLength(1);
+  });
+});
