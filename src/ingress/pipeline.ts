@@ -160,7 +160,7 @@ export function createIngress(deps: IngressDeps) {
         });
         await insertMessage(tx, {
           conversationId,
-          message: { role: 'user', content: userMessageText(event) },
+          message: { role: 'user', content: userMessageText(event), ...(event.attachments?.length ? { attachments: event.attachments } : {}) },
           sender: `${event.connector}:${event.sender.id}`,
           externalId: event.messageId,
         });

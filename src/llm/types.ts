@@ -8,7 +8,8 @@ export interface ToolCall {
 }
 
 export type ChatMessage =
-  | { role: 'user'; content: string }
+  /** `attachments` records what arrived with the message (type, name, size, file id, saved path); providers ignore it. */
+  | { role: 'user'; content: string; attachments?: { type: string; name?: string; size?: number; fileId?: string; path?: string }[] }
   /** `usage` records what the call that produced this message cost; providers ignore it. */
   | { role: 'assistant'; content: string; toolCalls?: ToolCall[]; usage?: Usage }
   | { role: 'tool'; toolCallId: string; name: string; content: string };

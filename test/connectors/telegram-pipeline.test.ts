@@ -92,6 +92,10 @@ describe('Telegram through the pipeline', () => {
     expect(fake.requests[0].lastUserText).toMatch(/^what is this\?\n\[attachment: photo \(15 bytes, saved at uploads\/photo-kBAAIBcd\.jpg\)\]$/);
     const saved = path.join(personasDir, 'tg', 'workspace', 'uploads', 'photo-kBAAIBcd.jpg');
     expect(await fs.readFile(saved, 'utf8')).toBe('fake file bytes');
+    const [row] = (await app.database.db.execute(
+      sql`select content->'attachments' as attachments from messages where content->>'content' like 'what is this?%'`,
+    )) as unknown as { attachments: unknown[] }[];
+    expect(row.attachments).toEqual([{ type: 'photo', fileId: 'AgACAgQAAxkBAAIBcd', size: 15, path: 'uploads/photo-kBAAIBcd.jpg' }]);
   });
 
   it('lets the persona react to the message it is answering', async () => {
