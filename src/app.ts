@@ -1,6 +1,5 @@
 // The composition root: the one place that knows the connectors, the built-in tools and the core together.
 import type { Logger } from 'pino';
-import { createTelegramConnector } from '#connectors/telegram/index.ts';
 import { createBuiltinTools } from '#tools/index.ts';
 import type { Connector } from '#src/connector.ts';
 import { requireModel, type Settings } from '#src/config/env.ts';
@@ -18,7 +17,7 @@ import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, withModelRetries } from '#src/llm/index.ts';
 import type { ModelClient } from '#src/llm/types.ts';
-import { createHttpApp, listen, type HttpServer } from '#src/http/server.ts';
+import type { HttpServer } from '#src/http/server.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import type { Tool } from '#src/tools/types.ts';
 
@@ -26,7 +25,7 @@ export interface AppOptions {
   settings: Settings;
   log: Logger;
   /** Connectors this process runs (the terminal for `parlor chat`; platforms for `parlor start`). */
-  connectors?: (ctx: { settings: Settings; personas: Persona[] }) => Connector[];
+  connectors?: (ctx: { settings: Settings; personas: Persona[] }) => Connector[] | Promise<Connector[]>;
   /** Connectors that run in other processes of this deployment, besides those the settings configure. */
   remoteConnectors?: string[];
   /** Run turn jobs here. */
@@ -54,11 +53,12 @@ export interface App {
   stop(): Promise<void>;
 }
 
-/** The platform connectors whose tokens are set. */
-export function createPlatformConnectors(settings: Settings, log: Logger): Connector[] {
+/** The platform connectors whose tokens are set; each platform's SDK is loaded only when it is used. */
+export async function createPlatformConnectors(settings: Settings, log: Logger): Promise<Connector[]> {
   const connectors: Connector[] = [];
   const { telegram } = settings.connectors;
   if (telegram) {
+    const { createTelegramConnector } = await import('#connectors/telegram/index.ts');
     connectors.push(createTelegramConnector({ token: telegram.token, apiRoot: telegram.apiRoot, webhookUrl: telegram.webhookUrl, log }));
   }
   return connectors;
@@ -94,7 +94,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     cleanups.push(() => jobs.stop({ timeoutMs: 3000 }));
 
     const connectors = new Map<string, Connector>();
-    for (const c of options.connectors?.({ settings, personas }) ?? []) connectors.set(c.id, c);
+    for (const c of (await options.connectors?.({ settings, personas })) ?? []) connectors.set(c.id, c);
     const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...(options.remoteConnectors ?? []), ...connectors.keys()])];
     const delivery = createDelivery({ db: database.db, sql: database.sql, connectors, knownConnectors, log });
     cleanups.push(() => delivery.stop());
@@ -140,6 +140,7 @@ export async function startApp(options: AppOptions): Promise<App> {
 
     let http: HttpServer | undefined;
     if (options.http) {
+      const { createHttpApp, listen } = await import('#src/http/server.ts');
       const app = createHttpApp(async () => {
         await database.sql`select 1`;
         return { personas: personas.map((p) => p.name), connectors: [...connectors.keys()] };
