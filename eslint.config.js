@@ -14,7 +14,7 @@ const forbiddenInCore = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'migrations/**', '.parlor/**'] },
+  { ignores: ['node_modules/**', 'migrations/**', '.parlor/**', 'dist/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

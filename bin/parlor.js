@@ -1,6 +1,34 @@
 #!/usr/bin/env node
-// The `parlor` command: runs the TypeScript entry point through tsx's loader.
-import { register } from 'tsx/esm/api';
+// The `parlor` command: runs the bundle built at install time when it is up to date, else the TypeScript sources
+// through tsx's loader (which costs about a second of start-up).
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
 
-register();
-await import('../src/main.ts');
+const root = fileURLToPath(new URL('..', import.meta.url));
+const bundle = `${root}dist/parlor.mjs`;
+
+function newestSource(dir) {
+  let newest = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const path = `${dir}/${entry.name}`;
+    newest = Math.max(newest, entry.isDirectory() ? newestSource(path) : fs.statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+function bundleIsFresh() {
+  try {
+    const built = fs.statSync(bundle).mtimeMs;
+    return ['src', 'connectors', 'tools'].every((dir) => newestSource(`${root}${dir}`) <= built);
+  } catch {
+    return false;
+  }
+}
+
+if (process.env.PARLOR_FROM_SOURCE !== '1' && bundleIsFresh()) {
+  await import(bundle);
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../src/main.ts');
+}

@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
@@ -59,7 +61,14 @@ function preparing<T extends postgres.Sql | postgres.TransactionSql>(sql: T): T 
   });
 }
 
-const migrationsFolder = fileURLToPath(new URL('../../migrations', import.meta.url));
+/** `migrations/` beside package.json, found from this module whether it runs from src/ or from the bundle. */
+function findMigrationsFolder(): string {
+  let dir = path.dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(path.join(dir, 'package.json')) && path.dirname(dir) !== dir) dir = path.dirname(dir);
+  return path.join(dir, 'migrations');
+}
+
+const migrationsFolder = findMigrationsFolder();
 const MIGRATION_LOCK = 7_210_455_001;
 
 /** Applies pending migrations; concurrent processes wait for each other on an advisory lock. */
