@@ -1,4 +1,4 @@
-import type { Message, Update } from 'grammy/types';
+import type { Message, Update, User } from 'grammy/types';
 import type { Attachment, InboundEvent } from '#src/connector.ts';
 
 export interface BotIdentity {
@@ -18,7 +18,7 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
       externalId,
       kind: 'click',
       chat: { id: String(message.chat.id), type: message.chat.type === 'private' ? 'dm' : 'group' },
-      sender: { id: String(query.from.id), name: fullName(query.from), username: query.from.username, isBot: query.from.is_bot },
+      sender: senderOf(query.from),
       text: '',
       messageId: String(message.message_id),
       data: query.data ?? '',
@@ -33,7 +33,7 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
       externalId,
       kind: 'reaction',
       chat: { id: String(reaction.chat.id), type: reaction.chat.type === 'private' ? 'dm' : 'group' },
-      sender: { id: String(reaction.user.id), name: fullName(reaction.user), username: reaction.user.username, isBot: reaction.user.is_bot },
+      sender: senderOf(reaction.user),
       text: emoji.join(''),
       messageId: String(reaction.message_id),
     };
@@ -55,7 +55,7 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
       thread: message.is_topic_message && message.message_thread_id ? String(message.message_thread_id) : undefined,
       title: 'title' in message.chat ? message.chat.title : undefined,
     },
-    sender: { id: String(message.from.id), name: fullName(message.from), username: message.from.username, isBot: message.from.is_bot },
+    sender: senderOf(message.from),
     text,
     messageId: String(message.message_id),
     mentioned: group ? mentionsBot(message, bot) : undefined,
@@ -64,8 +64,8 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
   };
 }
 
-function fullName(user: { first_name: string; last_name?: string }): string {
-  return [user.first_name, user.last_name].filter(Boolean).join(' ');
+function senderOf(user: User): InboundEvent['sender'] {
+  return { id: String(user.id), name: [user.first_name, user.last_name].filter(Boolean).join(' '), username: user.username, isBot: user.is_bot };
 }
 
 /** A mention entity naming the bot, a text mention of it, or a command addressed to it; never a substring. */

@@ -1,27 +1,21 @@
 // `npm run bench`: turn overhead through the real pipeline (ingress → Postgres → pg-boss → loop → model → delivery)
 // with the fake LLM answering at once over loopback. Prints figures; asserts nothing.
+import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
-import { randomBytes } from 'node:crypto';
 import pino from 'pino';
-import postgres from 'postgres';
 import { sql } from 'drizzle-orm';
 import { startApp } from '../../src/app.ts';
 import { parseSettings } from '../../src/config/env.ts';
-import { startEmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
 import type { Connector, OutboundMessage } from '../../src/connector.ts';
 import { startFakeLlm } from '../support/fake-llm.ts';
 import { writePersonas } from '../support/harness.ts';
+import { createBenchDatabase, percentile } from './support.ts';
 
 const CONVERSATIONS = 50;
 const PER_CONVERSATION = 10;
 const LONG_HISTORY = 10_000;
 const LONG_SAMPLES = 200;
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
 
 function summary(label: string, samples: number[], elapsedMs?: number) {
   const s = [...samples].sort((a, b) => a - b);
@@ -67,23 +61,14 @@ function timingConnector() {
 }
 
 async function main() {
-  const scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-bench-'));
-  let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
-  const embedded = adminUrl ? undefined : await startEmbeddedPostgres(path.join(scratch, 'home'));
-  adminUrl ??= embedded!.url;
-  const dbName = `parlor_bench_${randomBytes(4).toString('hex')}`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database ${dbName}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${dbName}`;
-
+  const database = await createBenchDatabase();
   const fake = await startFakeLlm();
   const users = Array.from({ length: CONVERSATIONS + 1 }, (_, i) => `u${i}`);
   const personasDir = await writePersonas({
     bench: { soul: 'You are a benchmark persona.', connectors: { users: users.map((u) => `bench:${u}`) } },
   });
   const settings = parseSettings({
-    DATABASE_URL: url.toString(),
+    DATABASE_URL: database.url,
     LLM_BASE_URL: fake.openaiBaseUrl,
     LLM_MODEL: 'fake-model',
     PARLOR_PERSONAS_DIR: personasDir,
@@ -142,10 +127,7 @@ async function main() {
 
   await app.stop();
   await fake.close();
-  await admin.unsafe(`drop database ${dbName} with (force)`);
-  await admin.end();
-  await embedded?.release();
-  await fs.rm(scratch, { recursive: true, force: true });
+  await database.drop();
   await fs.rm(personasDir, { recursive: true, force: true });
 }
 

@@ -1,22 +1,18 @@
 // Telegram end to end: an update posted by the Bot API emulator → the persona's reply received by the emulator,
 // fake LLM answering at once; beside it, a bare grammY bot echoing on the same emulator (the floor).
 // Both receive by webhook (the emulator's getUpdates returns at once, which would measure a polling sleep).
+import fs from 'node:fs/promises';
 import { createServer, request } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { Bot, webhookCallback } from 'grammy';
 import pino from 'pino';
-import postgres from 'postgres';
 import { TelegramServer } from 'telegram-test-api/lib/telegramServer.js';
 import { createTelegramConnector, webhookSecret } from '../../connectors/telegram/index.ts';
 import { startApp } from '../../src/app.ts';
 import { parseSettings } from '../../src/config/env.ts';
-import { startEmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
 import { startFakeLlm } from '../support/fake-llm.ts';
 import { writePersonas } from '../support/harness.ts';
+import { createBenchDatabase, percentile } from './support.ts';
 
 const CHATS = Number(process.env.BENCH_CHATS ?? 30);
 const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 10);
@@ -26,20 +22,8 @@ const ECHO_TOKEN = '222:echo';
 const listen = (server: ReturnType<typeof createServer>) =>
   new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
 
-function percentile(sorted: number[], p: number) {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
-}
-
 async function main() {
-  const scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-bench-tg-'));
-  let adminUrl = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
-  const embedded = adminUrl ? undefined : await startEmbeddedPostgres(path.join(scratch, 'home'));
-  adminUrl ??= embedded!.url;
-  const dbName = `parlor_bench_${randomBytes(4).toString('hex')}`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database ${dbName}`);
-  const dbUrl = new URL(adminUrl);
-  dbUrl.pathname = `/${dbName}`;
+  const database = await createBenchDatabase();
 
   const emulator = new TelegramServer({ port: 0, host: '127.0.0.1', storeTimeout: 600 });
   await emulator.start();
@@ -84,7 +68,7 @@ async function main() {
   });
   const forwarderPort = await listen(forwarder);
   const settings = parseSettings({
-    DATABASE_URL: dbUrl.toString(),
+    DATABASE_URL: database.url,
     LLM_BASE_URL: fake.openaiBaseUrl,
     LLM_MODEL: 'fake-model',
     PARLOR_PERSONAS_DIR: personasDir,
@@ -152,7 +136,7 @@ async function main() {
 
   console.log('Telegram end to end on the Bot API emulator (update posted → reply received), each DM waiting for its reply');
   await run(ECHO_TOKEN, 'warm-up (bare grammY echo)');
-  await run(PARLOR_TOKEN, 'warm-up (Parlor)', 5, 4);
+  await run(PARLOR_TOKEN, 'warm-up (Parlor)', Math.min(5, CHATS), 4);
   const floor = await run(ECHO_TOKEN, `bare grammY echo, ${CHATS} chats × ${PER_CHAT}`);
   const parlor = await run(PARLOR_TOKEN, `Parlor, ${CHATS} chats × ${PER_CHAT}`);
   console.log(`Parlor / floor at p50, ${CHATS} chats at once: ${(parlor / floor).toFixed(1)}×`);
@@ -167,10 +151,7 @@ async function main() {
   await new Promise((r) => forwarder.close(r));
   await emulator.stop();
   await fake.close();
-  await admin.unsafe(`drop database ${dbName} with (force)`);
-  await admin.end();
-  await embedded?.release();
-  await fs.rm(scratch, { recursive: true, force: true });
+  await database.drop();
   await fs.rm(personasDir, { recursive: true, force: true });
 }
 

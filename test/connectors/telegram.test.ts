@@ -1,5 +1,4 @@
 // Telegram end to end against telegram-test-api, a Bot API emulator: real grammY client, real pipeline.
-import net from 'node:net';
 import pino from 'pino';
 import { TelegramServer } from 'telegram-test-api/lib/telegramServer.js';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -7,6 +6,7 @@ import { createTelegramConnector } from '../../connectors/telegram/index.ts';
 import { startApp, type App } from '../../src/app.ts';
 import { parseSettings } from '../../src/config/env.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { freePort } from '../support/net.ts';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
 import { writePersonas } from '../support/harness.ts';
 
@@ -22,13 +22,6 @@ let fake: FakeLlm;
 let db: TestDatabase;
 let app: App;
 
-async function freePort(): Promise<number> {
-  const s = net.createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const { port } = s.address() as net.AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** What the bot sent to a chat, oldest first. */
 function sentTo(chat: number) {

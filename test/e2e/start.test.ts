@@ -7,6 +7,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freePort } from '../support/net.ts';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -17,13 +18,6 @@ let home: string;
 let env: Record<string, string>;
 const children: ResultPromise[] = [];
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((r) => server.close(r));
-  return port;
-}
 
 function run(args: string[], input?: string) {
   const child = execa('node', [bin, ...args], { cwd: root, env, extendEnv: false, input, reject: false, timeout: 90_000 });
