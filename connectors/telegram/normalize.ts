@@ -1,4 +1,4 @@
-import type { Message, Update, User } from 'grammy/types';
+import type { Chat, Message, Update, User } from 'grammy/types';
 import type { Attachment, InboundEvent } from '#src/connector.ts';
 
 export interface BotIdentity {
@@ -17,7 +17,7 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
       connector: 'telegram',
       externalId,
       kind: 'click',
-      chat: { id: String(message.chat.id), type: message.chat.type === 'private' ? 'dm' : 'group' },
+      chat: chatOf(message.chat),
       sender: senderOf(query.from),
       text: '',
       messageId: String(message.message_id),
@@ -32,7 +32,7 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
       connector: 'telegram',
       externalId,
       kind: 'reaction',
-      chat: { id: String(reaction.chat.id), type: reaction.chat.type === 'private' ? 'dm' : 'group' },
+      chat: chatOf(reaction.chat),
       sender: senderOf(reaction.user),
       text: emoji.join(''),
       messageId: String(reaction.message_id),
@@ -49,8 +49,7 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
     externalId,
     kind: update.edited_message ? 'edit' : 'message',
     chat: {
-      id: String(message.chat.id),
-      type: group ? 'group' : 'dm',
+      ...chatOf(message.chat),
       // Forum topics are conversations of their own; replies go back into the topic.
       thread: message.is_topic_message && message.message_thread_id ? String(message.message_thread_id) : undefined,
       title: 'title' in message.chat ? message.chat.title : undefined,
@@ -62,6 +61,10 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
     replyToBot: message.reply_to_message?.from?.id === bot.id,
     attachments: attachments.length ? attachments : undefined,
   };
+}
+
+function chatOf(chat: Chat): InboundEvent['chat'] {
+  return { id: String(chat.id), type: chat.type === 'private' ? 'dm' : 'group' };
 }
 
 function senderOf(user: User): InboundEvent['sender'] {

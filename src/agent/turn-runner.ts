@@ -162,7 +162,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       turnLog.error({ err }, 'turn crashed');
       await finishTurn(db, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
       if (data.kind === 'user' && data.origin) {
-        await deliverTo(data.origin, turnId, 'reply', 'Sorry, something went wrong on my side and I could not finish that. Please try again.', data.conversationId, started.replyTo).catch(() => {});
+        await deliverTo(data.origin, turnId, 'reply', 'Sorry, something went wrong on my side and I could not finish that. Please try again.', data.conversationId, { replyTo: started.replyTo }).catch(() => {});
       } else if (data.kind !== 'user') {
         await warnPrimary(persona, data, turnId, 'an internal error').catch(() => {});
       }
@@ -186,15 +186,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       signal,
       log,
       deliver: (target, text, options) =>
-        deps.delivery.deliver({
-          dedupeKey: `turn:${turnId}:${options?.dedupe ?? `send:${target.connector}:${target.chat}:${hash(text + (options?.files ?? []).join('\n'))}`}`,
-          turnId,
-          conversationId: data.conversationId,
-          connector: target.connector,
-          chat: target.chat,
-          thread: target.thread,
+        deliverTo(target, turnId, options?.dedupe ?? `send:${target.connector}:${target.chat}:${hash(text + (options?.files ?? []).join('\n'))}`, text, data.conversationId, {
           replyTo: target.replyTo,
-          text,
           files: options?.files,
         }),
       connectorIds: deps.knownConnectors,
@@ -247,7 +240,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   async function conclude(job: TurnJob, persona: Persona, turnId: string, result: LoopResult, replyTo: string | undefined, log: Logger) {
     const { data } = job;
     if (result.reply && data.origin) {
-      const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, replyTo);
+      const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo });
       if (delivered.status === 'failed') result = { ...result, error: `reply not delivered: ${delivered.error}` };
     }
     if (result.status === 'skipped' && data.kind !== 'user') await deleteTurnMessages(db, turnId);
@@ -275,17 +268,25 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     );
   }
 
-  function deliverTo(target: Origin | DeliveryTarget, turnId: string, key: string, text: string, conversationId: string, replyTo?: string) {
-    const chat = 'chat' in target ? target.chat : '';
+  /** Every message a turn sends goes through the ledger under a key of this turn, so a rerun never repeats it. */
+  function deliverTo(
+    target: Origin | DeliveryTarget,
+    turnId: string,
+    key: string,
+    text: string,
+    conversationId: string,
+    extra: { replyTo?: string; files?: string[] } = {},
+  ) {
     return deps.delivery.deliver({
       dedupeKey: `turn:${turnId}:${key}`,
       turnId,
       conversationId,
       connector: target.connector,
-      chat,
+      chat: target.chat,
       thread: target.thread,
-      replyTo,
+      replyTo: extra.replyTo,
       text,
+      files: extra.files,
     });
   }
 
