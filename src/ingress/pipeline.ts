@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
-import type { Database } from '#src/db/client.ts';
+import type { Database, Queryable } from '#src/db/client.ts';
 import { ensureConversation } from '#src/db/conversations.ts';
 import { recordInboundEvent } from '#src/db/inbound-events.ts';
 import { insertMessage } from '#src/db/messages.ts';
@@ -31,6 +31,26 @@ export interface IngressDeps {
 }
 
 class Duplicate extends Error {}
+
+/**
+ * Records the event and runs `fn` in the same transaction; undefined (and nothing written) when the platform
+ * delivered this event before.
+ */
+async function onFirstDelivery<T>(
+  db: Database['db'],
+  event: InboundEvent,
+  fn: (tx: Queryable) => Promise<T>,
+): Promise<T | undefined> {
+  return db
+    .transaction(async (tx) => {
+      if (!(await recordInboundEvent(tx, event.connector, event.externalId))) throw new Duplicate();
+      return fn(tx);
+    })
+    .catch((err: unknown) => {
+      if (err instanceof Duplicate) return undefined;
+      throw err;
+    });
+}
 
 /** How long the persona remembers its sent messages for reactions to them. */
 const REACTION_MEMORY_DAYS = 7;
@@ -73,22 +93,19 @@ export function createIngress(deps: IngressDeps) {
       withinDays: REACTION_MEMORY_DAYS,
     });
     if (reactedTo === undefined) return { status: 'ignored' };
-    const recorded = await db
-      .transaction(async (tx) => {
-        if (!(await recordInboundEvent(tx, event.connector, event.externalId))) throw new Duplicate();
-        await ensureConversation(tx, { id: conversationId, persona: persona.name, connector: event.connector, chat: event.chat.id, thread: event.chat.thread });
-        const who = event.sender.name ?? event.sender.id;
-        const excerpt = reactedTo.length > 80 ? `${reactedTo.slice(0, 80)}…` : reactedTo;
-        await insertMessage(tx, {
-          conversationId,
-          // Written as already read, so it waits for the next turn instead of starting one.
-          turnId: randomUUID(),
-          message: { role: 'user', content: `[${who} reacted ${event.text} to your message "${excerpt}"]` },
-          sender: `${event.connector}:${event.sender.id}`,
-        });
-        return true;
-      })
-      .catch(rethrowUnlessDuplicate);
+    const recorded = await onFirstDelivery(db, event, async (tx) => {
+      await ensureConversation(tx, { id: conversationId, persona: persona.name, connector: event.connector, chat: event.chat.id, thread: event.chat.thread });
+      const who = event.sender.name ?? event.sender.id;
+      const excerpt = reactedTo.length > 80 ? `${reactedTo.slice(0, 80)}…` : reactedTo;
+      await insertMessage(tx, {
+        conversationId,
+        // Written as already read, so it waits for the next turn instead of starting one.
+        turnId: randomUUID(),
+        message: { role: 'user', content: `[${who} reacted ${event.text} to your message "${excerpt}"]` },
+        sender: `${event.connector}:${event.sender.id}`,
+      });
+      return true;
+    });
     if (!recorded) return { status: 'duplicate', conversationId };
     log.debug({ conversation: conversationId }, 'reaction recorded');
     return { status: 'ignored', conversationId };
@@ -108,12 +125,7 @@ export function createIngress(deps: IngressDeps) {
 
     if (route.kind === 'stranger' && event.kind === 'reaction') return { status: 'ignored' };
     if (route.kind === 'stranger') {
-      const notify = await db
-        .transaction(async (tx) => {
-          if (!(await recordInboundEvent(tx, event.connector, event.externalId))) throw new Duplicate();
-          return claimSenderNotice(tx, event.connector, event.sender.id);
-        })
-        .catch(rethrowUnlessDuplicate);
+      const notify = await onFirstDelivery(db, event, (tx) => claimSenderNotice(tx, event.connector, event.sender.id));
       if (notify === undefined) return { status: 'duplicate' };
       log.info({ sender: route.address }, 'message from an unknown sender refused');
       if (notify) {
@@ -148,41 +160,38 @@ export function createIngress(deps: IngressDeps) {
     }
 
     if (event.attachments?.length) event = { ...event, attachments: await download(event, persona, log) };
-    const queued = await db
-      .transaction(async (tx) => {
-        if (!(await recordInboundEvent(tx, event.connector, event.externalId))) throw new Duplicate();
-        await ensureConversation(tx, {
-          id: conversationId,
-          persona: persona.name,
-          connector: event.connector,
-          chat: event.chat.id,
-          thread: event.chat.thread,
-        });
-        await insertMessage(tx, {
+    const queued = await onFirstDelivery(db, event, async (tx) => {
+      await ensureConversation(tx, {
+        id: conversationId,
+        persona: persona.name,
+        connector: event.connector,
+        chat: event.chat.id,
+        thread: event.chat.thread,
+      });
+      await insertMessage(tx, {
+        conversationId,
+        message: { role: 'user', content: userMessageText(event), ...(event.attachments?.length ? { attachments: event.attachments } : {}) },
+        sender: `${event.connector}:${event.sender.id}`,
+        externalId: event.messageId,
+      });
+      await deps.jobs.enqueueTurn(
+        {
           conversationId,
-          message: { role: 'user', content: userMessageText(event), ...(event.attachments?.length ? { attachments: event.attachments } : {}) },
-          sender: `${event.connector}:${event.sender.id}`,
-          externalId: event.messageId,
-        });
-        await deps.jobs.enqueueTurn(
-          {
-            conversationId,
-            persona: persona.name,
-            kind: 'user',
-            origin: {
-              connector: event.connector,
-              chat: event.chat.id,
-              thread: event.chat.thread,
-              messageId: event.messageId,
-              chatType: event.chat.type,
-              sender: `${event.connector}:${event.sender.id}`,
-            },
+          persona: persona.name,
+          kind: 'user',
+          origin: {
+            connector: event.connector,
+            chat: event.chat.id,
+            thread: event.chat.thread,
+            messageId: event.messageId,
+            chatType: event.chat.type,
+            sender: `${event.connector}:${event.sender.id}`,
           },
-          tx,
-        );
-        return true;
-      })
-      .catch(rethrowUnlessDuplicate);
+        },
+        tx,
+      );
+      return true;
+    });
     if (!queued) return { status: 'duplicate', conversationId };
     log.debug({ conversation: conversationId }, 'message queued');
     return { status: 'queued', conversationId };
@@ -191,7 +200,3 @@ export function createIngress(deps: IngressDeps) {
   return { handle };
 }
 
-function rethrowUnlessDuplicate(err: unknown): undefined {
-  if (err instanceof Duplicate) return undefined;
-  throw err;
-}
