@@ -33,11 +33,16 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
   const prompt = () => {
     if (interactive && !stopped) output.write('you> ');
   };
+  const write = (text: string) => {
+    if (interactive) output.write(`\r${options.persona}> ${text}\n`);
+    else output.write(`${text}\n`);
+    prompt();
+  };
 
   return {
     id: 'terminal',
     chats: [chat],
-    capabilities: { buttons: false, edit: false, react: false, threads: false, typing: false, maxTextLength: 1_000_000 },
+    capabilities: { buttons: false, edit: true, react: false, threads: false, typing: false, maxTextLength: 1_000_000 },
 
     async start(onInbound: InboundHandler) {
       rl = readline.createInterface({ input: options.input, terminal: false });
@@ -94,11 +99,17 @@ export function createTerminalConnector(options: TerminalOptions): Connector {
     },
 
     async send(message: OutboundMessage): Promise<SentMessage> {
-      const text = [message.text, ...(message.files ?? []).map((f) => `[file: ${f}]`)].join('\n');
-      if (interactive) output.write(`\r${options.persona}> ${text}\n`);
-      else output.write(`${text}\n`);
-      prompt();
+      // No buttons here: choices are numbered, and typing a number (or the label) answers.
+      const choices = (message.buttons ?? []).flat().map((b, i) => `  ${i + 1}) ${b.label}`);
+      const hint = choices.length ? ['  (reply with a number)'] : [];
+      const text = [message.text, ...(message.files ?? []).map((f) => `[file: ${f}]`), ...choices, ...hint].join('\n');
+      write(text);
       return { ids: [randomUUID()] };
+    },
+
+    async edit(_chat, _messageId, text) {
+      // A question's outcome: its last line ("✅ Allowed once by you").
+      write(`  ${text.slice(text.lastIndexOf('\n') + 1)}`);
     },
   };
 }

@@ -18,6 +18,8 @@ import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, withModelRetries } from '#src/llm/index.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
+import { hasPendingQuestion } from '#src/db/questions.ts';
+import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import type { Tool } from '#src/tools/types.ts';
 
@@ -37,6 +39,7 @@ export interface AppOptions {
   tools?: Tool[];
   history?: HistoryBudget;
   modelRetryDeadlineMs?: number;
+  questionSweepMs?: number;
 }
 
 export interface App {
@@ -49,7 +52,9 @@ export interface App {
   http?: HttpServer;
   ingress: ReturnType<typeof createIngress>;
   maintenance?: ReturnType<typeof startMaintenance>;
-  waitForIdle(conversationId: string, timeoutMs?: number): Promise<void>;
+  questions: Questions;
+  /** Resolves when the conversation has no turn running or waiting (or, with `orQuestion`, waits on a person). */
+  waitForIdle(conversationId: string, timeoutMs?: number, options?: { orQuestion?: boolean }): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -105,7 +110,10 @@ export async function startApp(options: AppOptions): Promise<App> {
         deadlineMs: options.modelRetryDeadlineMs ?? llm!.retryDeadlineMs,
         onRetry: (err, attempt, delayMs) => log.warn({ err: (err as Error).message, attempt, delayMs }, 'model call failed; retrying'),
       });
-    const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }));
+    const questions = createQuestions({ database, delivery, jobs, personas: () => personas, connectors, log, sweepMs: options.questionSweepMs });
+    await questions.start();
+    cleanups.push(() => questions.stop());
+    const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }), questions.approvalGate);
     const runner = createTurnRunner({
       database,
       personas: () => personas,
@@ -118,6 +126,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       timezone: settings.timezone,
       log,
       history: options.history,
+      questions,
     });
     const commands = createCommandHandler({
       db: database.db,
@@ -125,7 +134,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       defaultModel: llm?.model ?? 'default',
       cancelLocal: (turnId) => runner.cancel(turnId),
     });
-    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log });
+    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions });
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
     let workers: TurnWorkers | undefined;
@@ -141,10 +150,12 @@ export async function startApp(options: AppOptions): Promise<App> {
     let http: HttpServer | undefined;
     if (options.http) {
       const { createHttpApp, listen } = await import('#src/http/server.ts');
+      const { mountRemoteMethodApi } = await import('#src/http/remote-methods.ts');
       const app = createHttpApp(async () => {
         await database.sql`select 1`;
         return { personas: personas.map((p) => p.name), connectors: [...connectors.keys()] };
       });
+      mountRemoteMethodApi(app, { token: settings.http.apiToken, questions, log });
       for (const connector of connectors.values()) {
         if (connector.webhook) app.post(connector.webhook.path, (c) => connector.webhook!.handle(c.req.raw));
       }
@@ -171,10 +182,12 @@ export async function startApp(options: AppOptions): Promise<App> {
       http,
       ingress,
       maintenance,
-      async waitForIdle(conversationId, timeoutMs = 600_000) {
+      questions,
+      async waitForIdle(conversationId, timeoutMs = 600_000, waitOptions = {}) {
         const deadline = Date.now() + timeoutMs;
-        // Give the enqueued job a moment to become visible before asking.
-        while (!(await conversationIsIdle(database.db, conversationId))) {
+        const settled = async () =>
+          (await conversationIsIdle(database.db, conversationId)) || (waitOptions.orQuestion === true && (await hasPendingQuestion(database.db, conversationId)));
+        while (!(await settled())) {
           if (Date.now() > deadline) throw new Error(`conversation ${conversationId} still busy after ${timeoutMs} ms`);
           await new Promise((r) => setTimeout(r, 20));
         }

@@ -91,7 +91,7 @@ async function chat(settings: Settings, args: string[]): Promise<number> {
           input: process.stdin,
           output: process.stdout,
           interactive,
-          waitForIdle: (id) => appReady.then((a) => a.waitForIdle(id)),
+          waitForIdle: (id) => appReady.then((a) => a.waitForIdle(id, undefined, { orQuestion: true })),
           onDone: () => done(),
         }),
       ];

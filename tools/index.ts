@@ -1,11 +1,21 @@
 import type { Tool } from '#src/tools/types.ts';
+import { createAskUserTool } from './ask-user.ts';
 import { createClockTool } from './clock.ts';
 import { createEndTaskTool } from './end-task.ts';
 import { createReactTool } from './react.ts';
 import { createSendMessageTool } from './send-message.ts';
+import { createShellExecTool } from './shell-exec.ts';
 import { createThinkHarderTool } from './think-harder.ts';
 
 /** The built-in tool set. Each tool is a factory that receives what it needs. */
 export function createBuiltinTools(deps: { timezone: string }): Tool[] {
-  return [createEndTaskTool(), createClockTool({ timezone: deps.timezone }), createSendMessageTool(), createThinkHarderTool(), createReactTool()];
+  return [
+    createEndTaskTool(),
+    createClockTool({ timezone: deps.timezone }),
+    createSendMessageTool(),
+    createThinkHarderTool(),
+    createReactTool(),
+    createAskUserTool(),
+    createShellExecTool(),
+  ];
 }

@@ -82,7 +82,7 @@ function resolveTarget(args: Args, ctx: ToolContext): DeliveryTarget | { error: 
   return { error: 'no destination: give connector and to, or set "primary" in connectors.jsonc' };
 }
 
-function isAllowed(persona: Persona, target: DeliveryTarget, ctx: ToolContext): boolean {
+export function isAllowed(persona: Persona, target: DeliveryTarget, ctx: ToolContext): boolean {
   const { origin } = ctx;
   if (origin && origin.connector === target.connector && origin.chat === target.chat) return true;
   // In a group, anyone may talk to the persona; only its own people may have it post elsewhere.

@@ -52,6 +52,7 @@ export function createDelivery(deps: {
             text: row.text,
             replyTo: row.replyTo ?? undefined,
             files: row.files ?? undefined,
+            buttons: row.buttons ?? undefined,
           });
         },
         {

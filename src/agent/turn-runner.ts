@@ -9,6 +9,7 @@ import { outboundForTurn } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { TurnJobData } from '#src/jobs/queues.ts';
 import type { ModelClient } from '#src/llm/types.ts';
+import type { Questions } from '#src/questions/service.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
 import type { DeliveryTarget, Origin, ToolContext, TurnKind } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
@@ -30,6 +31,8 @@ export interface TurnRunnerDeps {
   log: Logger;
   history?: HistoryBudget;
   turnTimeoutMs?: number;
+  /** Questions and remote methods; tools that ask a person fail clearly without it. */
+  questions?: Pick<Questions, 'remoteMethod' | 'ask'>;
 }
 
 export interface TurnJob {
@@ -191,6 +194,20 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
           files: options?.files,
         }),
       connectorIds: deps.knownConnectors,
+      remoteMethod: (request) => {
+        if (!deps.questions) throw new Error('asking a person is not available here');
+        const origin = data.origin;
+        const destination =
+          data.kind === 'user' && origin
+            ? { connector: origin.connector, chat: origin.chat, thread: origin.thread }
+            : persona.primary && { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
+        return deps.questions.remoteMethod(ctx, request, destination);
+      },
+      askUser: (request) => {
+        if (!deps.questions) throw new Error('asking a person is not available here');
+        return deps.questions.ask(ctx, request);
+      },
+      showsButtons: (connector) => deps.connectors.get(connector)?.capabilities.buttons ?? connector !== 'terminal',
       react: async (emoji, messageId) => {
         const origin = data.origin;
         const target = messageId ?? origin?.messageId;

@@ -46,6 +46,8 @@ export const toolsSchema = {
     maxIterations: { type: 'integer', minimum: 1, maximum: 200 },
     // Below the turn job's expiry (3 h), so pg-boss never takes back a turn that is still within its budget.
     turnTimeoutSeconds: { type: 'integer', minimum: 5, maximum: 7200 },
+    // How long an approval question waits for a click before it counts as a deny.
+    approvalTimeoutSeconds: { type: 'integer', minimum: 1, maximum: 7200 },
   },
 } as const;
 

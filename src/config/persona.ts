@@ -42,7 +42,7 @@ export interface Persona {
   approvers: string[];
   primary?: Destination;
   channels: ChannelConfig[];
-  tools: { deny: string[]; approve: string[]; thinking: boolean; model?: string; maxIterations?: number; turnTimeoutSeconds?: number };
+  tools: { deny: string[]; approve: string[]; thinking: boolean; model?: string; maxIterations?: number; turnTimeoutSeconds?: number; approvalTimeoutSeconds?: number };
   schedules: ScheduleEntry[];
   /** Persona secrets from its `.env`: handed to tools by name, never shown to the model. */
   secrets: Record<string, string>;
@@ -126,7 +126,7 @@ export function loadPersona(dir: string): Persona {
     approvers: connectors.approvers ?? users,
     primary: connectors.primary,
     channels: (connectors.channels ?? []).map((c) => ({ ...c, mention: c.mention ?? true })),
-    tools: { deny: tools.deny ?? [], approve: tools.approve ?? [], thinking: tools.thinking ?? false, model: tools.model, maxIterations: tools.maxIterations, turnTimeoutSeconds: tools.turnTimeoutSeconds },
+    tools: { deny: tools.deny ?? [], approve: tools.approve ?? [], thinking: tools.thinking ?? false, model: tools.model, maxIterations: tools.maxIterations, turnTimeoutSeconds: tools.turnTimeoutSeconds, approvalTimeoutSeconds: tools.approvalTimeoutSeconds },
     schedules,
     secrets,
     workspace: path.join(dir, 'workspace'),

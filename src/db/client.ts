@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,8 @@ export type Queryable = Pick<Db, 'select' | 'insert' | 'update' | 'delete' | 'ex
 
 export interface Database {
   url: string;
+  /** This pool's session name (`parlor:<pid>:<random>`): other processes see it in pg_stat_activity while it lives. */
+  applicationName: string;
   sql: postgres.Sql;
   db: Db;
   close(): Promise<void>;
@@ -21,10 +24,16 @@ export class DatabaseUnavailableError extends Error {
   override name = 'DatabaseUnavailableError';
 }
 
-/** Every connection of this process carries this name, so processes sharing a database can see each other. */
-export const applicationName = `parlor:${process.pid}`;
+/**
+ * Every connection of a pool carries one name, so processes sharing a database can see each other (and whether the
+ * process waiting for something is still alive).
+ */
+function newApplicationName(): string {
+  return `parlor:${process.pid}:${randomBytes(4).toString('hex')}`;
+}
 
 export async function connectDatabase(url: string, options: { max?: number } = {}): Promise<Database> {
+  const applicationName = newApplicationName();
   const sql = postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
@@ -42,7 +51,7 @@ export async function connectDatabase(url: string, options: { max?: number } = {
     );
   }
   const db = drizzle(preparing(sql), { schema });
-  return { url, sql, db, close: () => sql.end({ timeout: 5 }) };
+  return { url, applicationName, sql, db, close: () => sql.end({ timeout: 5 }) };
 }
 
 /**

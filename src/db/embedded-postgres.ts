@@ -7,7 +7,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
-import { applicationName } from './client.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -254,7 +253,7 @@ export async function startEmbeddedPostgres(
 }
 
 async function othersConnected(url: string): Promise<boolean> {
-  const sql = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: `${applicationName}:exit` } });
+  const sql = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: `parlor:${process.pid}:exit` } });
   try {
     const [row] = await sql<{ n: number }[]>`
       select count(*)::int as n from pg_stat_activity

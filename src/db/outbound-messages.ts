@@ -16,6 +16,7 @@ export interface OutboundDraft {
   replyTo?: string;
   text: string;
   files?: string[];
+  buttons?: { label: string; data: string }[][];
 }
 
 /**
@@ -115,4 +116,14 @@ export async function sentMessageText(
     )
     .limit(1);
   return row?.text;
+}
+
+/** The platform ids of a sent message found by its dedupe key (a question's message, say). */
+export async function sentMessageIds(db: Queryable, dedupeKey: string): Promise<{ connector: string; chat: string; ids: string[] } | undefined> {
+  const [row] = await db
+    .select({ connector: outboundMessages.connector, chat: outboundMessages.chat, ids: outboundMessages.platformMessageIds, status: outboundMessages.status })
+    .from(outboundMessages)
+    .where(eq(outboundMessages.dedupeKey, dedupeKey));
+  if (!row || row.status !== 'sent' || !Array.isArray(row.ids)) return undefined;
+  return { connector: row.connector, chat: row.chat, ids: row.ids as string[] };
 }

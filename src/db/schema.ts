@@ -108,6 +108,8 @@ export const outboundMessages = pgTable(
     platformMessageIds: jsonb('platform_message_ids'),
     /** Absolute paths of files sent with the text (the text is their caption). */
     files: jsonb('files').$type<string[]>(),
+    /** Rows of buttons under the message (a question's choices). */
+    buttons: jsonb('buttons').$type<{ label: string; data: string }[][]>(),
     error: text('error'),
     createdAt: createdAt(),
     /** When a sender took the row ('sending'); a row left 'sending' long after that lost its sender. */
@@ -132,4 +134,66 @@ export const senderNotices = pgTable(
     notifiedAt: timestamp('notified_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.connector, t.senderId] })],
+);
+
+/**
+ * A decision asked of a human: an `ask_user` question, a tool approval or a tool's remote method. Answered by the
+ * first valid click, typed reply or API call; the row is the single source of truth across processes.
+ */
+export const questions = pgTable(
+  'questions',
+  {
+    id: text('id').primaryKey(),
+    kind: text('kind').$type<'ask' | 'approval' | 'remote'>().notNull(),
+    persona: text('persona').notNull(),
+    conversationId: text('conversation_id').notNull(),
+    turnId: uuid('turn_id'),
+    /** What the tool asked for (`approve`, a remote method's name, `ask_user`). */
+    method: text('method').notNull(),
+    data: jsonb('data'),
+    /** The text shown in the chat. */
+    text: text('text').notNull(),
+    choices: jsonb('choices').$type<{ id: string; label: string; value?: unknown }[]>().notNull(),
+    connector: text('connector'),
+    chat: text('chat'),
+    thread: text('thread'),
+    /** Who may answer besides the persona's approvers (`connector:user id`); anyone allowed in the chat when null. */
+    askedUser: text('asked_user'),
+    /** Approvals: only the persona's approvers may answer. */
+    approversOnly: boolean('approvers_only').notNull().default(false),
+    /** The database session (application name) of the process waiting for the answer, when one waits. */
+    owner: text('owner'),
+    status: text('status').$type<'pending' | 'answered' | 'expired'>().notNull().default('pending'),
+    answer: jsonb('answer').$type<{ choice?: string; label: string; value?: unknown }>(),
+    answeredBy: text('answered_by'),
+    /** How it was answered: `button click on telegram:42`, `telegram:42:1001`, `api`. */
+    answeredVia: text('answered_via'),
+    answeredAt: timestamp('answered_at', { withTimezone: true }),
+    /** Why it expired (timeout, restart). */
+    expiredReason: text('expired_reason'),
+    expiresAt: timestamp('expires_at', { withTimezone: true }).notNull(),
+    /** When the chat message was updated to show the outcome. */
+    closedAt: timestamp('closed_at', { withTimezone: true }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index('questions_pending_idx').on(t.expiresAt).where(sql`${t.status} = 'pending'`),
+    index('questions_chat_idx').on(t.connector, t.chat).where(sql`${t.status} = 'pending'`),
+    index('questions_unclosed_idx').on(t.connector).where(sql`${t.status} <> 'pending' and ${t.closedAt} is null`),
+  ],
+);
+
+/** "Always allow": a tool (or, for `shell_exec`, one exact command) a persona may run without asking. */
+export const toolGrants = pgTable(
+  'tool_grants',
+  {
+    persona: text('persona').notNull(),
+    tool: text('tool').notNull(),
+    /** `*` for the whole tool, else what the tool's approval scope names (the exact command). */
+    scope: text('scope').notNull(),
+    grantedBy: text('granted_by').notNull(),
+    questionId: text('question_id'),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.persona, t.tool, t.scope] })],
 );

@@ -11,6 +11,7 @@ import { sentMessageText } from '#src/db/outbound-messages.ts';
 import { claimSenderNotice } from '#src/db/sender-notices.ts';
 import type { JobSystem } from '#src/jobs/boss.ts';
 import type { Delivery } from '#src/agent/delivery.ts';
+import type { Questions } from '#src/questions/service.ts';
 import { parseControlCommand } from './commands.ts';
 import type { CommandHandler } from './control.ts';
 import { routeInbound, userMessageText } from './routing.ts';
@@ -26,8 +27,8 @@ export interface IngressDeps {
   connectors?: ReadonlyMap<string, Connector>;
   /** Attachments larger than this are recorded but not downloaded. */
   maxDownloadBytes?: number;
-  /** Button clicks go straight to the questions module; they never queue behind a turn. */
-  onClick?: (event: InboundEvent) => Promise<IngressResult>;
+  /** Button clicks and typed answers go straight to the questions module; they never queue behind a turn. */
+  questions?: Pick<Questions, 'handleClick' | 'answerTyped'>;
 }
 
 class Duplicate extends Error {}
@@ -114,7 +115,7 @@ export function createIngress(deps: IngressDeps) {
   async function handle(event: InboundEvent): Promise<IngressResult> {
     const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
     if (event.kind === 'click') {
-      return deps.onClick ? deps.onClick(event) : { status: 'click', notice: 'This button is no longer active.' };
+      return deps.questions ? deps.questions.handleClick(event) : { status: 'click', notice: 'This button is no longer active.' };
     }
 
     const route = routeInbound(deps.personas(), event);
@@ -159,6 +160,11 @@ export function createIngress(deps: IngressDeps) {
       return { status: 'command', conversationId };
     }
 
+    if (deps.questions && event.kind === 'message') {
+      // A reply in a chat with an open question may be its answer.
+      const answered = await deps.questions.answerTyped(event, deps.connectors?.get(event.connector)?.capabilities.buttons ?? true);
+      if (answered) return answered;
+    }
     if (event.attachments?.length) event = { ...event, attachments: await download(event, persona, log) };
     const queued = await onFirstDelivery(db, event, async (tx) => {
       await ensureConversation(tx, {

@@ -1,7 +1,7 @@
 import { PgBoss, fromDrizzle } from 'pg-boss';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import { applicationName, type Database, type Queryable } from '#src/db/client.ts';
+import { type Database, type Queryable } from '#src/db/client.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
 
 export type Boss = PgBoss;
@@ -26,7 +26,7 @@ export async function startJobSystem(
 ): Promise<JobSystem> {
   const boss = new PgBoss({
     connectionString: database.url,
-    application_name: applicationName,
+    application_name: database.applicationName,
     max: options.poolSize ?? 10,
     schema: 'pgboss',
   });

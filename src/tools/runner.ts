@@ -55,6 +55,9 @@ export class ToolRunner {
     const validate = this.validators.get(tool.name)!;
     if (!validate(args)) return { content: `invalid_arguments: ${formatAjvErrors(validate.errors)}. Fix the arguments and call ${tool.name} again.` };
     if (ctx.signal.aborted) return { content: 'cancelled: the turn was stopped before this tool ran.' };
+    // Refused outright (a catastrophic shell command): nobody is asked to approve it.
+    const refused = tool.approval?.refuse?.(args);
+    if (refused) return { content: `denied: ${refused}; ${tool.name} did not run.` };
 
     if (ctx.persona.tools.approve.includes(tool.name)) {
       if (!this.approvalGate) {

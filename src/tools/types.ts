@@ -39,8 +39,32 @@ export interface ToolContext {
   deliver(target: DeliveryTarget, text: string, options?: { dedupe?: string; files?: string[] }): Promise<DeliveryResult>;
   /** Connectors running anywhere in this deployment. */
   connectorIds(): string[];
+  /**
+   * Asks a person (buttons in the turn's chat, the HTTP API) and resolves with the chosen value; rejects when
+   * nobody answers in time or the turn stops.
+   */
+  remoteMethod(request: RemoteMethodRequest): Promise<unknown>;
+  /** Persists and shows an `ask_user` question; its answer arrives later as a message in this conversation. */
+  askUser(request: { question: string; choices: ChoiceSpec[]; expiresInMs: number; destination: DeliveryTarget }): Promise<{ id: string; short: string }>;
+  /** Whether a connector shows buttons (unknown connectors elsewhere in the deployment are assumed to). */
+  showsButtons(connector: string): boolean;
   /** Reacts with an emoji to a message in the turn's chat (the triggering message when none is named). */
   react(emoji: string, messageId?: string): Promise<void>;
+}
+
+/** A choice offered to a person: its label, and the value the tool receives (the label when absent). */
+export type ChoiceSpec = string | { label: string; value?: unknown };
+
+export interface RemoteMethodRequest {
+  /** What is being asked (`pick_file`, `confirm_deploy`...); shown on the HTTP API. */
+  method: string;
+  data?: unknown;
+  /** Offered as buttons (at most 5); without choices only a typed reply or the API can answer. */
+  choices?: ChoiceSpec[];
+  /** Rejected with a timeout error after this long (default 120 s). */
+  timeoutMs?: number;
+  /** The chat text; a summary of method and data when absent. */
+  text?: string;
 }
 
 /** What a tool may tell the loop besides its text result. */
@@ -64,5 +88,13 @@ export interface Tool<Args = any> {
   /** Exempt from the repeated-call guard (polling tools, say). */
   allowRepeat?: boolean;
   available?(context: { persona: Persona; kind: TurnKind }): boolean;
+  /** How an approval question shows a call, and what "Always allow" covers (the whole tool when absent). */
+  approval?: {
+    summary?(args: Args): string;
+    /** The part of the call an "Always allow" grant is for (`shell_exec`: the exact command). */
+    scope?(args: Args): string;
+    /** A reason to refuse the call before anyone is asked (a catastrophic command), or undefined. */
+    refuse?(args: Args): string | undefined;
+  };
   run(args: Args, ctx: ToolContext): Promise<string | ToolOutput>;
 }

@@ -33,6 +33,7 @@ export interface DeliveryCall {
 export interface TestToolContext extends ToolContext {
   deliveries: DeliveryCall[];
   reactions: { emoji: string; messageId?: string }[];
+  questions: { type: 'remote' | 'ask'; request: unknown }[];
 }
 
 export function makeToolContext(
@@ -43,10 +44,13 @@ export function makeToolContext(
     signal?: AbortSignal;
     connectors?: string[];
     deliverResult?: DeliveryResult;
+    /** What ctx.remoteMethod resolves with (an Error: rejects with it). */
+    remoteAnswer?: unknown;
   } = {},
 ): TestToolContext {
   const deliveries: DeliveryCall[] = [];
   const reactions: { emoji: string; messageId?: string }[] = [];
+  const questions: TestToolContext['questions'] = [];
   return {
     persona: options.persona ?? makePersona(),
     conversationId: 'conv-test',
@@ -61,6 +65,17 @@ export function makeToolContext(
       return options.deliverResult ?? { status: 'sent' };
     },
     connectorIds: () => options.connectors ?? ['telegram', 'discord', 'terminal'],
+    questions,
+    async remoteMethod(request) {
+      questions.push({ type: 'remote', request });
+      if (options.remoteAnswer instanceof Error) throw options.remoteAnswer;
+      return options.remoteAnswer;
+    },
+    async askUser(request) {
+      questions.push({ type: 'ask', request });
+      return { id: 'question-id-1', short: 'questi' };
+    },
+    showsButtons: (connector) => connector !== 'terminal',
     reactions,
     async react(emoji, messageId) {
       reactions.push({ emoji, messageId });

@@ -1,0 +1,134 @@
+import { and, desc, eq, gt, inArray, isNull, lte, ne, sql } from 'drizzle-orm';
+import type { Queryable } from './client.ts';
+import { questions, toolGrants } from './schema.ts';
+
+export type QuestionRow = typeof questions.$inferSelect;
+export type NewQuestion = typeof questions.$inferInsert;
+export type QuestionAnswer = NonNullable<QuestionRow['answer']>;
+
+export async function insertQuestion(db: Queryable, row: NewQuestion): Promise<QuestionRow> {
+  const [inserted] = await db.insert(questions).values(row).returning();
+  return inserted;
+}
+
+export async function getQuestion(db: Queryable, id: string): Promise<QuestionRow | undefined> {
+  const [row] = await db.select().from(questions).where(eq(questions.id, id));
+  return row;
+}
+
+/** Records the answer if the question is still open; undefined when it was answered or expired first. */
+export async function answerQuestion(
+  db: Queryable,
+  id: string,
+  answer: { answer: QuestionAnswer; answeredBy: string; answeredVia: string },
+): Promise<QuestionRow | undefined> {
+  const [row] = await db
+    .update(questions)
+    .set({ ...answer, status: 'answered', answeredAt: sql`now()` })
+    .where(and(eq(questions.id, id), eq(questions.status, 'pending'), gt(questions.expiresAt, sql`now()`)))
+    .returning();
+  return row;
+}
+
+export async function expireQuestion(db: Queryable, id: string, reason: string): Promise<QuestionRow | undefined> {
+  const [row] = await db
+    .update(questions)
+    .set({ status: 'expired', expiredReason: reason })
+    .where(and(eq(questions.id, id), eq(questions.status, 'pending')))
+    .returning();
+  return row;
+}
+
+/** Expires open questions past their time, and those whose waiting process is gone (its session ended). */
+export async function expireAbandonedQuestions(db: Queryable): Promise<QuestionRow[]> {
+  const due = await db
+    .update(questions)
+    .set({ status: 'expired', expiredReason: 'no answer in time' })
+    .where(and(eq(questions.status, 'pending'), lte(questions.expiresAt, sql`now()`)))
+    .returning();
+  const orphaned = await db
+    .update(questions)
+    .set({ status: 'expired', expiredReason: 'Parlor restarted while it waited' })
+    .where(
+      and(
+        eq(questions.status, 'pending'),
+        sql`${questions.owner} is not null`,
+        sql`${questions.owner} not in (select application_name from pg_stat_activity where application_name is not null)`,
+      ),
+    )
+    .returning();
+  return [...due, ...orphaned];
+}
+
+/** Takes the job of updating a resolved question's chat message; only one process gets it. */
+export async function claimQuestionClose(db: Queryable, id: string): Promise<QuestionRow | undefined> {
+  const [row] = await db
+    .update(questions)
+    .set({ closedAt: sql`now()` })
+    .where(and(eq(questions.id, id), ne(questions.status, 'pending'), isNull(questions.closedAt)))
+    .returning();
+  return row;
+}
+
+/** Resolved questions whose chat message on these connectors still shows its buttons. */
+export async function unclosedQuestionIds(db: Queryable, connectors: string[]): Promise<string[]> {
+  if (connectors.length === 0) return [];
+  const rows = await db
+    .select({ id: questions.id })
+    .from(questions)
+    .where(and(ne(questions.status, 'pending'), isNull(questions.closedAt), inArray(questions.connector, connectors)))
+    .limit(100);
+  return rows.map((r) => r.id);
+}
+
+export async function pendingQuestions(db: Queryable): Promise<QuestionRow[]> {
+  return db
+    .select()
+    .from(questions)
+    .where(and(eq(questions.status, 'pending'), gt(questions.expiresAt, sql`now()`)))
+    .orderBy(questions.createdAt);
+}
+
+/** The newest open question shown in a chat (a typed reply there may answer it). */
+export async function openQuestionInChat(db: Queryable, chat: { connector: string; chat: string; thread?: string }): Promise<QuestionRow | undefined> {
+  const [row] = await db
+    .select()
+    .from(questions)
+    .where(
+      and(
+        eq(questions.status, 'pending'),
+        eq(questions.connector, chat.connector),
+        eq(questions.chat, chat.chat),
+        chat.thread ? eq(questions.thread, chat.thread) : isNull(questions.thread),
+        gt(questions.expiresAt, sql`now()`),
+      ),
+    )
+    .orderBy(desc(questions.createdAt))
+    .limit(1);
+  return row;
+}
+
+export async function hasToolGrant(db: Queryable, grant: { persona: string; tool: string; scope: string }): Promise<boolean> {
+  const rows = await db
+    .select({ tool: toolGrants.tool })
+    .from(toolGrants)
+    .where(and(eq(toolGrants.persona, grant.persona), eq(toolGrants.tool, grant.tool), inArray(toolGrants.scope, ['*', grant.scope])))
+    .limit(1);
+  return rows.length > 0;
+}
+
+export async function insertToolGrant(
+  db: Queryable,
+  grant: { persona: string; tool: string; scope: string; grantedBy: string; questionId: string },
+): Promise<void> {
+  await db.insert(toolGrants).values(grant).onConflictDoNothing();
+}
+
+export async function hasPendingQuestion(db: Queryable, conversationId: string): Promise<boolean> {
+  const rows = await db
+    .select({ id: questions.id })
+    .from(questions)
+    .where(and(eq(questions.conversationId, conversationId), eq(questions.status, 'pending'), gt(questions.expiresAt, sql`now()`)))
+    .limit(1);
+  return rows.length > 0;
+}

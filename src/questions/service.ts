@@ -1,0 +1,572 @@
+import { EventEmitter } from 'node:events';
+import type { Logger } from 'pino';
+import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
+import type { Persona } from '#src/config/persona.ts';
+import type { Database, Queryable } from '#src/db/client.ts';
+import { getConversation } from '#src/db/conversations.ts';
+import { recordInboundEvent } from '#src/db/inbound-events.ts';
+import { insertMessage } from '#src/db/messages.ts';
+import { sentMessageIds } from '#src/db/outbound-messages.ts';
+import {
+  answerQuestion,
+  claimQuestionClose,
+  expireAbandonedQuestions,
+  expireQuestion,
+  getQuestion,
+  hasPendingQuestion,
+  hasToolGrant,
+  insertQuestion,
+  insertToolGrant,
+  openQuestionInChat,
+  pendingQuestions,
+  unclosedQuestionIds,
+  type QuestionAnswer,
+  type QuestionRow,
+} from '#src/db/questions.ts';
+import type { Delivery } from '#src/agent/delivery.ts';
+import type { JobSystem } from '#src/jobs/boss.ts';
+import { withRetries } from '#src/retry.ts';
+import type { ApprovalGate } from '#src/tools/runner.ts';
+import type { ChoiceSpec, DeliveryTarget, Origin, RemoteMethodRequest, TurnKind } from '#src/tools/types.ts';
+import { decodeChoice, encodeChoice, newQuestionId, shortQuestionId } from './codec.ts';
+import { summarizeArgs } from './summary.ts';
+
+export const QUESTION_CHANNEL = 'parlor_question';
+export const DEFAULT_REMOTE_TIMEOUT_MS = 120_000;
+export const DEFAULT_APPROVAL_TIMEOUT_MS = 300_000;
+export const MAX_CHOICES = 5;
+
+export interface Choice {
+  id: string;
+  label: string;
+  value?: unknown;
+}
+
+/** A question as the HTTP API and its listeners see it. */
+export interface QuestionView {
+  id: string;
+  kind: QuestionRow['kind'];
+  method: string;
+  data: unknown;
+  text: string;
+  choices: Choice[];
+  persona: string;
+  conversationId: string;
+  chat?: { connector: string; chat: string; thread?: string };
+  status: QuestionRow['status'];
+  expiresAt: string;
+  createdAt: string;
+  answer?: QuestionAnswer;
+  answeredBy?: string;
+  answeredVia?: string;
+  expiredReason?: string;
+}
+
+export type QuestionEvent = { type: 'method.pending' | 'method.done'; question: QuestionView };
+
+/** The turn a question belongs to. */
+export interface QuestionScope {
+  persona: Persona;
+  conversationId: string;
+  turnId: string;
+  kind: TurnKind;
+  origin?: Origin;
+  signal: AbortSignal;
+}
+
+export class RemoteMethodTimeout extends Error {
+  override name = 'RemoteMethodTimeout';
+}
+
+export class RemoteMethodCancelled extends Error {
+  override name = 'RemoteMethodCancelled';
+}
+
+const APPROVAL_CHOICES: Choice[] = [
+  { id: 'once', label: 'Allow once' },
+  { id: 'always', label: 'Always allow' },
+  { id: 'deny', label: 'Deny' },
+];
+
+const INACTIVE = 'This button is no longer active.';
+
+export interface QuestionsDeps {
+  database: Database;
+  delivery: Delivery;
+  jobs: Pick<JobSystem, 'enqueueTurn'>;
+  personas: () => readonly Persona[];
+  /** Connectors running in this process: this process updates the messages it can edit. */
+  connectors: ReadonlyMap<string, Connector>;
+  log: Logger;
+  /** How often open questions are checked for expiry and lost notifications. */
+  sweepMs?: number;
+}
+
+export type Questions = ReturnType<typeof createQuestions>;
+
+/**
+ * Questions, approvals and remote methods. A question is a row first; it is resolved by one conditional update
+ * (the first valid click, typed reply or API answer wins), and every process hears of it through a notification:
+ * the one waiting resumes its tool, the one running the chat's connector updates the message, API listeners see it.
+ */
+export function createQuestions(deps: QuestionsDeps) {
+  const { db, sql } = deps.database;
+  const log = deps.log.child({ module: 'questions' });
+  const waiters = new Map<string, (row: QuestionRow) => void>();
+  const events = new EventEmitter();
+  events.setMaxListeners(0);
+  let listener: { unlisten(): Promise<void> } | undefined;
+  let sweepTimer: NodeJS.Timeout | undefined;
+  let sweeping: Promise<void> | undefined;
+  let stopped = false;
+
+  const publish = (what: 'pending' | 'done', id: string) => sql`select pg_notify(${QUESTION_CHANNEL}, ${`${what}:${id}`})`.then(() => {});
+
+  async function onNotification(payload: string) {
+    const [what, id] = payload.split(':');
+    if (!id) return;
+    const row = await getQuestion(db, id);
+    if (!row) return;
+    if (what === 'pending') {
+      events.emit('event', { type: 'method.pending', question: view(row) } satisfies QuestionEvent);
+      return;
+    }
+    if (row.status === 'pending') return;
+    waiters.get(id)?.(row);
+    events.emit('event', { type: 'method.done', question: view(row) } satisfies QuestionEvent);
+    await close(row.id);
+  }
+
+  /** Shows the outcome in the question's message, and removes its buttons. One process does it. */
+  async function close(id: string) {
+    const candidate = await getQuestion(db, id);
+    if (!candidate?.connector || !candidate.chat || !localConnector(candidate.connector, candidate.chat)?.edit) return;
+    const sent = await sentMessageIds(db, `question:${id}`);
+    // Not sent (yet): the buttons are offered nowhere, or the message arrives without effect on a click.
+    if (!sent?.ids.length) return;
+    const row = await claimQuestionClose(db, id);
+    if (!row) return;
+    const connector = localConnector(sent.connector, sent.chat)!;
+    try {
+      await withRetries(() => connector.edit!(sent.chat, sent.ids[sent.ids.length - 1], closedText(row)), { deadlineMs: 60_000 });
+    } catch (err) {
+      log.warn({ err, question: id }, 'could not update the question message');
+    }
+  }
+
+  function localConnector(id: string, chat: string): Connector | undefined {
+    const connector = deps.connectors.get(id);
+    return connector && (!connector.chats || connector.chats.includes(chat)) ? connector : undefined;
+  }
+
+  async function sweep() {
+    const expired = await expireAbandonedQuestions(db);
+    for (const row of expired) await publish('done', row.id);
+    // Notifications are a shortcut: a waiter whose answer was missed picks it up here.
+    if (waiters.size) {
+      for (const id of waiters.keys()) {
+        const row = await getQuestion(db, id);
+        if (row && row.status !== 'pending') waiters.get(id)?.(row);
+      }
+    }
+    for (const id of await unclosedQuestionIds(db, [...deps.connectors.keys()])) await close(id);
+  }
+
+  function scheduleSweep() {
+    sweeping ??= sweep()
+      .catch((err) => log.warn({ err }, 'question sweep failed'))
+      .finally(() => (sweeping = undefined));
+  }
+
+  /** Persists, shows and waits for one answer. The row exists before anything is sent. */
+  async function waitForAnswer(
+    scope: QuestionScope,
+    request: {
+      kind: 'approval' | 'remote';
+      method: string;
+      data: unknown;
+      text: string;
+      choices: Choice[];
+      timeoutMs: number;
+      destination?: DeliveryTarget;
+      approversOnly: boolean;
+    },
+  ): Promise<QuestionRow> {
+    const id = newQuestionId();
+    const { destination } = request;
+    const settled = new Promise<QuestionRow>((resolve) => waiters.set(id, resolve));
+    try {
+      const row = await insertQuestion(db, {
+        id,
+        kind: request.kind,
+        persona: scope.persona.name,
+        conversationId: scope.conversationId,
+        turnId: scope.turnId,
+        method: request.method,
+        data: request.data ?? null,
+        text: request.text,
+        choices: request.choices,
+        connector: destination?.connector,
+        chat: destination?.chat,
+        thread: destination?.thread,
+        askedUser: scope.kind === 'user' ? scope.origin?.sender : undefined,
+        approversOnly: request.approversOnly,
+        owner: deps.database.applicationName,
+        expiresAt: new Date(Date.now() + request.timeoutMs),
+      });
+      await publish('pending', id);
+      if (destination) {
+        const shown = await show(row, destination);
+        if (shown) {
+          await expireQuestion(db, id, `it could not be shown: ${shown}`);
+          await publish('done', id);
+          throw new Error(`the question could not be shown in ${destination.connector}:${destination.chat}: ${shown}`);
+        }
+      }
+      let timer: NodeJS.Timeout | undefined;
+      let onAbort = () => {};
+      const outcome = await Promise.race<QuestionRow | 'timeout' | 'aborted'>([
+        settled,
+        new Promise((resolve) => {
+          timer = setTimeout(() => resolve('timeout'), request.timeoutMs);
+        }),
+        new Promise((resolve) => {
+          onAbort = () => resolve('aborted');
+          if (scope.signal.aborted) onAbort();
+          else scope.signal.addEventListener('abort', onAbort, { once: true });
+        }),
+      ]);
+      clearTimeout(timer);
+      scope.signal.removeEventListener('abort', onAbort);
+      if (typeof outcome !== 'string') return outcome;
+      const reason = outcome === 'timeout' ? 'no answer in time' : scope.signal.reason === 'shutdown' ? 'Parlor restarted while it waited' : 'the turn was stopped';
+      const expired = await expireQuestion(db, id, reason);
+      if (!expired) {
+        // Answered at the last moment: the answer stands.
+        const answered = await getQuestion(db, id);
+        if (answered?.status === 'answered') return answered;
+      } else {
+        await publish('done', id);
+        // Updated here as well: at shutdown the notification may come after the connector has stopped.
+        await close(id).catch((err) => log.warn({ err, question: id }, 'could not update the question message'));
+      }
+      throw outcome === 'timeout' ? new RemoteMethodTimeout(`no answer within ${Math.round(request.timeoutMs / 1000)}s`) : new RemoteMethodCancelled(reason);
+    } finally {
+      waiters.delete(id);
+    }
+  }
+
+  /** Sends the question's message with its buttons; returns an error text when it could not be sent. */
+  async function show(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
+    const result = await deps.delivery.deliver({
+      dedupeKey: `question:${row.id}`,
+      turnId: row.turnId ?? undefined,
+      conversationId: row.conversationId,
+      connector: destination.connector,
+      chat: destination.chat,
+      thread: destination.thread,
+      replyTo: destination.replyTo,
+      text: row.text,
+      buttons: row.choices.length ? [row.choices.map((c) => ({ label: c.label, data: encodeChoice(row.id, c.id) }))] : undefined,
+    });
+    return result.status === 'failed' ? (result.error ?? 'delivery failed') : undefined;
+  }
+
+  /**
+   * Records an answer and what follows from it in one transaction: an `ask_user` answer becomes a message (and a
+   * turn) in the asking conversation; "Always allow" becomes a grant. Undefined when somebody else was first.
+   */
+  async function resolve(
+    row: QuestionRow,
+    answer: { answer: QuestionAnswer; by: string; via: string },
+    options: { tx?: Queryable } = {},
+  ): Promise<QuestionRow | undefined> {
+    const work = async (tx: Queryable) => {
+      const answered = await answerQuestion(tx, row.id, { answer: answer.answer, answeredBy: answer.by, answeredVia: answer.via });
+      if (!answered) return undefined;
+      if (row.kind === 'ask') await wakeAsker(tx, answered);
+      if (row.kind === 'approval' && answer.answer.choice === 'always') {
+        const data = row.data as { tool: string; scope: string };
+        await insertToolGrant(tx, { persona: row.persona, tool: data.tool, scope: data.scope, grantedBy: answer.by, questionId: row.id });
+      }
+      return answered;
+    };
+    const answered = options.tx ? await work(options.tx) : await db.transaction(work);
+    if (answered && !options.tx) await publish('done', row.id);
+    return answered;
+  }
+
+  /** The answer to an `ask_user` question arrives in the asking conversation as a framed user message. */
+  async function wakeAsker(tx: Queryable, row: QuestionRow) {
+    const text = `[answer to Q#${shortQuestionId(row.id)} "${(row.data as { question?: string } | null)?.question ?? row.text}" (${row.answeredVia} by ${row.answeredBy})]\n${row.answer!.label}`;
+    const conversation = await getConversation(tx, row.conversationId);
+    if (conversation?.connector && conversation.chat) {
+      await insertMessage(tx, { conversationId: row.conversationId, message: { role: 'user', content: text }, sender: 'question' });
+      await deps.jobs.enqueueTurn(
+        {
+          conversationId: row.conversationId,
+          persona: row.persona,
+          kind: 'user',
+          origin: { connector: conversation.connector, chat: conversation.chat, thread: conversation.thread ?? undefined },
+        },
+        tx,
+      );
+    } else {
+      await deps.jobs.enqueueTurn({ conversationId: row.conversationId, persona: row.persona, kind: 'wake', prompt: text }, tx);
+    }
+  }
+
+  function mayAnswer(row: QuestionRow, event: InboundEvent): boolean {
+    if (event.trusted) return true;
+    const persona = deps.personas().find((p) => p.name === row.persona);
+    if (!persona) return false;
+    const address = `${event.connector}:${event.sender.id}`;
+    if (persona.approvers.includes(address)) return true;
+    if (row.approversOnly) return false;
+    if (row.askedUser) return row.askedUser === address;
+    return persona.users.includes(address);
+  }
+
+  async function handleClick(event: InboundEvent): Promise<IngressResult> {
+    const parsed = decodeChoice(event.data ?? '');
+    const row = parsed && (await getQuestion(db, parsed.questionId));
+    if (!parsed || !row) return { status: 'click', notice: INACTIVE };
+    if (!mayAnswer(row, event)) {
+      log.info({ question: row.id, sender: `${event.connector}:${event.sender.id}` }, 'click by someone who may not answer');
+      return { status: 'click', notice: row.approversOnly ? 'This is not yours to approve.' : 'This question is not yours to answer.' };
+    }
+    const choice = row.choices.find((c) => c.id === parsed.choiceId);
+    if (!choice) return { status: 'click', notice: INACTIVE };
+    const answered = row.status === 'pending' ? await resolve(row, { answer: { choice: choice.id, label: choice.label, value: choice.value }, by: who(event), via: `button click on ${event.connector}:${event.chat.id}` }) : undefined;
+    if (!answered) return { status: 'click', notice: closedNotice((await getQuestion(db, row.id)) ?? row) };
+    log.info({ question: row.id, kind: row.kind, choice: choice.id, by: answered.answeredBy }, 'question answered');
+    return { status: 'click', notice: row.kind === 'approval' ? `${choice.label}: noted.` : `Answer recorded: ${choice.label}` };
+  }
+
+  /**
+   * A message in a chat with an open question may be its answer: any text for `ask_user` and choice-less
+   * remote methods; a choice's number or label where the connector shows no buttons (the terminal).
+   */
+  async function answerTyped(event: InboundEvent, buttonsShown: boolean): Promise<IngressResult | undefined> {
+    const row = await openQuestionInChat(db, { connector: event.connector, chat: event.chat.id, thread: event.chat.thread });
+    if (!row || !mayAnswer(row, event)) return undefined;
+    const text = event.text.trim();
+    const picked = pickChoice(row.choices, text);
+    let answer: QuestionAnswer | undefined;
+    if (row.kind === 'ask' || (row.kind === 'remote' && row.choices.length === 0)) {
+      answer = picked ? { choice: picked.id, label: picked.label, value: picked.value } : text ? { label: text, value: text } : undefined;
+    } else if (picked && !buttonsShown) {
+      answer = { choice: picked.id, label: picked.label, value: picked.value };
+    }
+    if (!answer) return undefined;
+    const via = `via ${event.connector}:${event.chat.id}${event.messageId ? `:${event.messageId}` : ''}`;
+    const answered = await db.transaction(async (tx) => {
+      if (!(await recordInboundEvent(tx, event.connector, event.externalId))) return 'duplicate' as const;
+      return resolve(row, { answer, by: who(event), via }, { tx });
+    });
+    if (answered === 'duplicate') return { status: 'duplicate', conversationId: row.conversationId };
+    if (!answered) return undefined;
+    await publish('done', row.id);
+    log.info({ question: row.id, kind: row.kind, by: answered.answeredBy }, 'question answered by a typed reply');
+    return { status: 'click', conversationId: row.conversationId };
+  }
+
+  return {
+    async start() {
+      listener = await sql.listen(QUESTION_CHANNEL, (payload) => {
+        void onNotification(payload).catch((err) => log.warn({ err }, 'question notification failed'));
+      });
+      sweepTimer = setInterval(scheduleSweep, deps.sweepMs ?? 3000);
+      sweepTimer.unref();
+      scheduleSweep();
+    },
+
+    async stop() {
+      stopped = true;
+      clearInterval(sweepTimer);
+      await sweeping;
+      await listener?.unlisten().catch(() => {});
+    },
+
+    /** `ctx.remoteMethod`: resolves with the chosen value, rejects with RemoteMethodTimeout when nobody answers. */
+    async remoteMethod(scope: QuestionScope, request: RemoteMethodRequest, destination: DeliveryTarget | undefined): Promise<unknown> {
+      const choices = normalizeChoices(request.choices ?? []);
+      const row = await waitForAnswer(scope, {
+        kind: 'remote',
+        method: request.method,
+        data: request.data,
+        text: request.text ?? `❓ ${request.method}\n${summarizeArgs(request.data)}`,
+        choices,
+        timeoutMs: request.timeoutMs ?? DEFAULT_REMOTE_TIMEOUT_MS,
+        destination,
+        approversOnly: false,
+      });
+      return row.answer!.value !== undefined ? row.answer!.value : (row.answer!.choice ?? row.answer!.label);
+    },
+
+    /** The gate the tool runner calls before a tool in the persona's `approve` list runs. */
+    approvalGate: (async ({ tool, args, ctx }) => {
+      const scope = tool.approval?.scope?.(args) ?? '*';
+      if (await hasToolGrant(db, { persona: ctx.persona.name, tool: tool.name, scope })) return { allowed: true };
+      const { persona, origin } = ctx;
+      const destination: DeliveryTarget | undefined =
+        ctx.kind === 'user' && origin
+          ? { connector: origin.connector, chat: origin.chat, thread: origin.thread }
+          : persona.primary && { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
+      if (!destination) return { allowed: false, reason: 'there is no chat to ask for approval in; set "primary" in connectors.jsonc' };
+      const summary = tool.approval?.summary?.(args) ?? summarizeArgs(args);
+      try {
+        const row = await waitForAnswer(ctx, {
+          kind: 'approval',
+          method: 'approve',
+          data: { tool: tool.name, scope, args },
+          text: `🔐 ${persona.name} wants to run ${tool.name}\n${summary}`,
+          choices: APPROVAL_CHOICES,
+          timeoutMs: (persona.tools.approvalTimeoutSeconds ?? 0) * 1000 || DEFAULT_APPROVAL_TIMEOUT_MS,
+          destination,
+          approversOnly: true,
+        });
+        const choice = row.answer?.choice;
+        if (choice === 'once' || choice === 'always') return { allowed: true };
+        return { allowed: false, reason: `denied by ${row.answeredBy}` };
+      } catch (err) {
+        if (err instanceof RemoteMethodTimeout) return { allowed: false, reason: 'nobody approved it in time' };
+        if (err instanceof RemoteMethodCancelled) return { allowed: false, reason: err.message };
+        throw err;
+      }
+    }) satisfies ApprovalGate,
+
+    /**
+     * `ask_user`: persisted and shown; no one waits. The answer arrives in the asking conversation as a new
+     * message whenever it comes, restarts included.
+     */
+    async ask(
+      scope: Omit<QuestionScope, 'signal'>,
+      request: { question: string; choices: ChoiceSpec[]; expiresInMs: number; destination: DeliveryTarget },
+    ): Promise<{ id: string; short: string }> {
+      const id = newQuestionId();
+      const { destination } = request;
+      const sameChat = scope.origin && scope.origin.connector === destination.connector && scope.origin.chat === destination.chat;
+      const row = await insertQuestion(db, {
+        id,
+        kind: 'ask',
+        persona: scope.persona.name,
+        conversationId: scope.conversationId,
+        turnId: scope.turnId,
+        method: 'ask_user',
+        data: { question: request.question },
+        text: `❓ ${request.question}`,
+        choices: normalizeChoices(request.choices),
+        connector: destination.connector,
+        chat: destination.chat,
+        thread: destination.thread,
+        askedUser: sameChat && scope.kind === 'user' ? scope.origin?.sender : undefined,
+        expiresAt: new Date(Date.now() + request.expiresInMs),
+      });
+      await publish('pending', id);
+      const failed = await show(row, destination);
+      if (failed) {
+        await expireQuestion(db, id, `it could not be shown: ${failed}`);
+        await publish('done', id);
+        throw new Error(`the question could not be sent to ${destination.connector}:${destination.chat}: ${failed}`);
+      }
+      return { id, short: shortQuestionId(id) };
+    },
+
+    handleClick,
+    answerTyped,
+
+    /** An answer from the HTTP API: the value of a choice (or its id or label), or any value when there are none. */
+    async answerFromApi(id: string, result: unknown): Promise<{ status: 'ok'; question: QuestionView } | { status: 'not_found' } | { status: 'invalid'; error: string }> {
+      const row = await getQuestion(db, id);
+      if (!row || row.status !== 'pending' || row.expiresAt.getTime() <= Date.now()) return { status: 'not_found' };
+      let answer: QuestionAnswer;
+      if (row.choices.length) {
+        const choice = row.choices.find((c) => c.id === result || c.label === result || (c.value !== undefined && JSON.stringify(c.value) === JSON.stringify(result)));
+        if (!choice) return { status: 'invalid', error: `result must be one of: ${row.choices.map((c) => JSON.stringify(c.value ?? c.id)).join(', ')}` };
+        answer = { choice: choice.id, label: choice.label, value: choice.value };
+      } else {
+        if (result === undefined) return { status: 'invalid', error: 'result is required' };
+        answer = { label: typeof result === 'string' ? result : JSON.stringify(result), value: result };
+      }
+      const answered = await resolve(row, { answer, by: 'the API', via: 'api' });
+      return answered ? { status: 'ok', question: view(answered) } : { status: 'not_found' };
+    },
+
+    async pending(): Promise<QuestionView[]> {
+      return (await pendingQuestions(db)).map(view);
+    },
+
+    /** Pending and done events from every process, until the returned function is called. */
+    subscribe(listener: (event: QuestionEvent) => void): () => void {
+      events.on('event', listener);
+      return () => events.off('event', listener);
+    },
+
+    /** Whether a conversation is waiting on a person (its open question is shown somewhere). */
+    awaitingAnswer: (conversationId: string): Promise<boolean> => hasPendingQuestion(db, conversationId),
+
+    /** Runs the expiry and clean-up pass now (tests, and start-up). */
+    sweep: () => (stopped ? Promise.resolve() : sweep()),
+  };
+}
+
+function normalizeChoices(specs: readonly ChoiceSpec[]): Choice[] {
+  return specs.slice(0, MAX_CHOICES).map((spec, i) =>
+    typeof spec === 'string' ? { id: String(i + 1), label: spec, value: spec } : { id: String(i + 1), label: spec.label, value: spec.value ?? spec.label },
+  );
+}
+
+function pickChoice(choices: Choice[], text: string): Choice | undefined {
+  const lowered = text.toLowerCase();
+  return choices.find((c, i) => text === String(i + 1) || c.label.toLowerCase() === lowered);
+}
+
+function who(event: InboundEvent): string {
+  if (event.sender.username) return `@${event.sender.username}`;
+  return event.sender.name ?? event.sender.id;
+}
+
+function closedNotice(row: QuestionRow): string {
+  if (row.status === 'answered') return `Already answered${row.answeredBy ? ` by ${row.answeredBy}` : ''}.`;
+  if (row.status === 'expired') return 'This question has expired.';
+  return INACTIVE;
+}
+
+/** The question's message once it is resolved: what was asked, and what came of it. */
+export function closedText(row: QuestionRow): string {
+  let outcome: string;
+  if (row.status === 'answered') {
+    const by = row.answeredVia === 'api' ? 'via the API' : `by ${row.answeredBy}`;
+    if (row.kind === 'approval') {
+      outcome = row.answer?.choice === 'deny' ? `🚫 Denied ${by}` : row.answer?.choice === 'always' ? `✅ Always allowed ${by}` : `✅ Allowed once ${by}`;
+    } else {
+      outcome = `✅ ${row.answer?.label ?? ''} (answered ${by})`;
+    }
+  } else {
+    const what = row.kind === 'approval' ? ` — ${(row.data as { tool?: string } | null)?.tool ?? 'the tool'} did not run` : '';
+    outcome = `⌛ Expired: ${row.expiredReason ?? 'no answer in time'}${what}`;
+  }
+  return `${row.text}\n\n${outcome}`;
+}
+
+function view(row: QuestionRow): QuestionView {
+  return {
+    id: row.id,
+    kind: row.kind,
+    method: row.method,
+    data: row.data,
+    text: row.text,
+    choices: row.choices,
+    persona: row.persona,
+    conversationId: row.conversationId,
+    chat: row.connector && row.chat ? { connector: row.connector, chat: row.chat, thread: row.thread ?? undefined } : undefined,
+    status: row.status,
+    expiresAt: row.expiresAt.toISOString(),
+    createdAt: row.createdAt.toISOString(),
+    answer: row.answer ?? undefined,
+    answeredBy: row.answeredBy ?? undefined,
+    answeredVia: row.answeredVia ?? undefined,
+    expiredReason: row.expiredReason ?? undefined,
+  };
+}
