@@ -169,7 +169,13 @@ export async function startApp(options: AppOptions): Promise<App> {
       log.info({ connector: connector.id }, 'connector started');
     }
     // Stopping runs in reverse: turns finish (or are released) first, while connectors can still send.
-    if (workers) cleanups.push(() => workers.stop());
+    if (workers) {
+      cleanups.push(async () => {
+        // A turn waiting on a person could wait for minutes: release it now; it carries on at the next start.
+        runner.interrupt(questions.waitingTurns());
+        await workers.stop();
+      });
+    }
 
     let stopping: Promise<void> | undefined;
     return {

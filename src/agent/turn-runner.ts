@@ -72,6 +72,8 @@ export interface TurnRunner {
   cancel(turnId: string): boolean;
   /** Interrupts every running turn, and any that starts from now on, so their jobs are retried (shutdown). */
   interruptAll(): void;
+  /** Interrupts these turns so their jobs are retried (turns waiting on a person, at shutdown). */
+  interrupt(turnIds: Iterable<string>): void;
 }
 
 export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
@@ -328,6 +330,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       // Bounded: requests for turns that never run here are forgotten.
       setTimeout(() => early.delete(turnId), 60_000).unref();
       return false;
+    },
+    interrupt(turnIds) {
+      for (const id of turnIds) active.get(id)?.abort(SHUTDOWN);
     },
     interruptAll() {
       stopping = true;

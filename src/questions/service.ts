@@ -113,6 +113,8 @@ export function createQuestions(deps: QuestionsDeps) {
   const { db, sql } = deps.database;
   const log = deps.log.child({ module: 'questions' });
   const waiters = new Map<string, (row: QuestionRow) => void>();
+  /** Turns of this process waiting on a person, by question. */
+  const waitingTurns = new Map<string, string>();
   const events = new EventEmitter();
   events.setMaxListeners(0);
   let listener: { unlisten(): Promise<void> } | undefined;
@@ -137,8 +139,19 @@ export function createQuestions(deps: QuestionsDeps) {
     await close(row.id);
   }
 
-  /** Shows the outcome in the question's message, and removes its buttons. One process does it. */
-  async function close(id: string) {
+  const closing = new Map<string, Promise<void>>();
+
+  /** Shows the outcome in the question's message, and removes its buttons. One process does it, once. */
+  function close(id: string): Promise<void> {
+    let pending = closing.get(id);
+    if (!pending) {
+      pending = closeMessage(id).finally(() => closing.delete(id));
+      closing.set(id, pending);
+    }
+    return pending;
+  }
+
+  async function closeMessage(id: string) {
     const candidate = await getQuestion(db, id);
     if (!candidate?.connector || !candidate.chat || !localConnector(candidate.connector, candidate.chat)?.edit) return;
     const sent = await sentMessageIds(db, `question:${id}`);
@@ -195,6 +208,7 @@ export function createQuestions(deps: QuestionsDeps) {
     const id = newQuestionId();
     const { destination } = request;
     const settled = new Promise<QuestionRow>((resolve) => waiters.set(id, resolve));
+    waitingTurns.set(id, scope.turnId);
     try {
       const row = await insertQuestion(db, {
         id,
@@ -238,7 +252,11 @@ export function createQuestions(deps: QuestionsDeps) {
       ]);
       clearTimeout(timer);
       scope.signal.removeEventListener('abort', onAbort);
-      if (typeof outcome !== 'string') return outcome;
+      if (typeof outcome !== 'string') {
+        if (outcome.status === 'answered') return outcome;
+        // Expired elsewhere (the sweep saw it past its time).
+        throw new RemoteMethodTimeout(outcome.expiredReason ?? 'no answer in time');
+      }
       const reason = outcome === 'timeout' ? 'no answer in time' : scope.signal.reason === 'shutdown' ? 'Parlor restarted while it waited' : 'the turn was stopped';
       const expired = await expireQuestion(db, id, reason);
       if (!expired) {
@@ -253,6 +271,7 @@ export function createQuestions(deps: QuestionsDeps) {
       throw outcome === 'timeout' ? new RemoteMethodTimeout(`no answer within ${Math.round(request.timeoutMs / 1000)}s`) : new RemoteMethodCancelled(reason);
     } finally {
       waiters.delete(id);
+      waitingTurns.delete(id);
     }
   }
 
@@ -385,6 +404,7 @@ export function createQuestions(deps: QuestionsDeps) {
       stopped = true;
       clearInterval(sweepTimer);
       await sweeping;
+      await Promise.allSettled(closing.values());
       await listener?.unlisten().catch(() => {});
     },
 
@@ -506,6 +526,9 @@ export function createQuestions(deps: QuestionsDeps) {
     /** Whether a conversation is waiting on a person (its open question is shown somewhere). */
     awaitingAnswer: (conversationId: string): Promise<boolean> => hasPendingQuestion(db, conversationId),
 
+    /** Turns in this process that wait for an answer (at shutdown they are released at once, not waited for). */
+    waitingTurns: (): string[] => [...new Set(waitingTurns.values())],
+
     /** Runs the expiry and clean-up pass now (tests, and start-up). */
     sweep: () => (stopped ? Promise.resolve() : sweep()),
   };
@@ -529,7 +552,7 @@ function who(event: InboundEvent): string {
 
 function closedNotice(row: QuestionRow): string {
   if (row.status === 'answered') return `Already answered${row.answeredBy ? ` by ${row.answeredBy}` : ''}.`;
-  if (row.status === 'expired') return 'This question has expired.';
+  if (row.status === 'expired' || row.expiresAt.getTime() <= Date.now()) return 'This question has expired.';
   return INACTIVE;
 }
 

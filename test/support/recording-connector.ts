@@ -2,6 +2,9 @@ import type { Connector, InboundEvent, InboundHandler, IngressResult, OutboundMe
 
 export interface RecordingConnector extends Connector {
   sent: OutboundMessage[];
+  /** Messages edited (a question's outcome), in order. */
+  edits: { chat: string; messageId: string; text: string }[];
+  waitForEdits(n: number, timeoutMs?: number): Promise<{ chat: string; messageId: string; text: string }[]>;
   /** Delivers an event as the platform would, resolving when the core has accepted it. */
   inject(event: Partial<InboundEvent> & { text: string }): Promise<IngressResult>;
   waitForSent(n: number, timeoutMs?: number): Promise<OutboundMessage[]>;
@@ -12,15 +15,28 @@ export interface RecordingConnector extends Connector {
 let seq = 0;
 
 /** A connector that records what the core sends and lets a test play the platform. */
-export function createRecordingConnector(id = 'chat', options: { typing?: boolean } = {}): RecordingConnector {
+export function createRecordingConnector(id = 'chat', options: { typing?: boolean; buttons?: boolean } = {}): RecordingConnector {
+  const edits: RecordingConnector['edits'] = [];
   let handler: InboundHandler | undefined;
   const sent: OutboundMessage[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
   let failures: { count: number; error: Error } | undefined;
   return {
     id,
-    capabilities: { buttons: false, edit: false, react: false, threads: true, typing: options.typing ?? false, maxTextLength: 4096 },
+    capabilities: { buttons: options.buttons ?? false, edit: true, react: false, threads: true, typing: options.typing ?? false, maxTextLength: 4096 },
     sent,
+    edits,
+    async edit(chat, messageId, text) {
+      edits.push({ chat, messageId, text });
+    },
+    async waitForEdits(n, timeoutMs = 10_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (edits.length < n) {
+        if (Date.now() > deadline) throw new Error(`expected ${n} edits, got ${JSON.stringify(edits.map((e) => e.text))}`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return edits;
+    },
     async start(onInbound) {
       handler = onInbound;
     },
