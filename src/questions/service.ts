@@ -255,7 +255,7 @@ export function createQuestions(deps: QuestionsDeps) {
       if (typeof outcome !== 'string') {
         if (outcome.status === 'answered') return outcome;
         // Expired elsewhere (the sweep saw it past its time).
-        throw new RemoteMethodTimeout(outcome.expiredReason ?? 'no answer in time');
+        throw new RemoteMethodTimeout(`no answer within ${Math.round(request.timeoutMs / 1000)}s`);
       }
       const reason = outcome === 'timeout' ? 'no answer in time' : scope.signal.reason === 'shutdown' ? 'Parlor restarted while it waited' : 'the turn was stopped';
       const expired = await expireQuestion(db, id, reason);
@@ -502,7 +502,11 @@ export function createQuestions(deps: QuestionsDeps) {
       if (!row || row.status !== 'pending' || row.expiresAt.getTime() <= Date.now()) return { status: 'not_found' };
       let answer: QuestionAnswer;
       if (row.choices.length) {
-        const choice = row.choices.find((c) => c.id === result || c.label === result || (c.value !== undefined && JSON.stringify(c.value) === JSON.stringify(result)));
+        // A value is matched before a label, and a label before a choice id, so "1" never means another choice's value.
+        const choice =
+          row.choices.find((c) => c.value !== undefined && JSON.stringify(c.value) === JSON.stringify(result)) ??
+          row.choices.find((c) => c.label === result) ??
+          row.choices.find((c) => c.id === result);
         if (!choice) return { status: 'invalid', error: `result must be one of: ${row.choices.map((c) => JSON.stringify(c.value ?? c.id)).join(', ')}` };
         answer = { choice: choice.id, label: choice.label, value: choice.value };
       } else {
@@ -542,7 +546,7 @@ function normalizeChoices(specs: readonly ChoiceSpec[]): Choice[] {
 
 function pickChoice(choices: Choice[], text: string): Choice | undefined {
   const lowered = text.toLowerCase();
-  return choices.find((c, i) => text === String(i + 1) || c.label.toLowerCase() === lowered);
+  return choices.find((c) => c.label.toLowerCase() === lowered) ?? choices.find((_, i) => text === String(i + 1));
 }
 
 function who(event: InboundEvent): string {

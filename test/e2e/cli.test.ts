@@ -58,6 +58,23 @@ describe('parlor chat', () => {
     expect(fake.requests[0].system).toContain('You are Assistant');
   });
 
+  it('asks before shell_exec with numbered choices, and a typed number answers', async () => {
+    fake.script(
+      { toolCalls: [{ name: 'shell_exec', arguments: { command: 'echo from-the-terminal' } }] },
+      (req) => ({ text: `ran: ${req.body.messages.at(-1).content}` }),
+    );
+    const result = await parlor(['chat', '--persona', 'assistant'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') }, 'say something in the shell\n1\n');
+    expect(result.stderr).toBe('');
+    expect(result.exitCode).toBe(0);
+    const lines = result.stdout.split('\n');
+    expect(lines.slice(0, 2)).toEqual(['🔐 assistant wants to run shell_exec', '`echo from-the-terminal`']);
+    expect(lines).toContain('  1) Allow once');
+    expect(lines).toContain('  3) Deny');
+    expect(lines.some((l) => /^ {2}✅ Allowed once by /.test(l))).toBe(true);
+    expect(result.stdout).toContain('ran: exit=0\nfrom-the-terminal');
+    expect(fake.requests).toHaveLength(2);
+  });
+
   it('says sorry, without a stack trace, when the model endpoint is down', async () => {
     const result = await parlor(
       ['chat'],

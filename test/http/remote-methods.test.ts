@@ -353,8 +353,6 @@ describe('remote-method API: edge cases', () => {
     const res = await answer(question.id, '1');
     expect(res.status).toBe(200);
     const sent = await chat.waitForSent(2);
-    // BUG: src/questions/service.ts answerFromApi matches `c.id === result || c.label === result || value` per choice
-    // in order, so the id "1" of the first choice wins over the value "1" of the second: the tool receives "2".
     expect(sent[1].text).toBe('final: picked 1');
     await h.app.waitForIdle(CONVERSATION, 5000);
   });
