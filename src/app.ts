@@ -12,6 +12,7 @@ import { createTurnRunner, type TurnRunner } from '#src/agent/turn-runner.ts';
 import type { HistoryBudget } from '#src/agent/history.ts';
 import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
 import { startMaintenance } from '#src/jobs/maintenance.ts';
+import { createScheduler, type Scheduler } from '#src/jobs/scheduler.ts';
 import { startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
 import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
@@ -53,6 +54,7 @@ export interface App {
   ingress: ReturnType<typeof createIngress>;
   maintenance?: ReturnType<typeof startMaintenance>;
   questions: Questions;
+  scheduler: Scheduler;
   /** Resolves when the conversation has no turn running or waiting (or, with `orQuestion`, waits on a person). */
   waitForIdle(conversationId: string, timeoutMs?: number, options?: { orQuestion?: boolean }): Promise<void>;
   stop(): Promise<void>;
@@ -113,6 +115,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     const questions = createQuestions({ database, delivery, jobs, personas: () => personas, connectors, log, sweepMs: options.questionSweepMs });
     await questions.start();
     cleanups.push(() => questions.stop());
+    const scheduler = createScheduler({ database, jobs, personas: () => personas, timezone: settings.timezone, log });
     const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }), questions.approvalGate);
     const runner = createTurnRunner({
       database,
@@ -127,6 +130,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       log,
       history: options.history,
       questions,
+      scheduler,
     });
     const commands = createCommandHandler({
       db: database.db,
@@ -144,6 +148,8 @@ export async function startApp(options: AppOptions): Promise<App> {
       const cancelListener = await database.sql.listen(CANCEL_CHANNEL, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
       workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8 });
+      await scheduler.start();
+      cleanups.push(() => scheduler.stop());
     }
     await delivery.startOutbox();
 
@@ -189,6 +195,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       ingress,
       maintenance,
       questions,
+      scheduler,
       async waitForIdle(conversationId, timeoutMs = 600_000, waitOptions = {}) {
         const deadline = Date.now() + timeoutMs;
         const settled = async () =>

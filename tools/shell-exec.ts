@@ -60,7 +60,8 @@ export function createShellExecTool(): Tool<Args> {
     timeoutMs: MAX_TIMEOUT_MS + 30_000,
     approval: {
       summary: summarize,
-      scope: (args) => args.command,
+      // "Always allow" covers the exact call: the command, and its folder and variables when it has them.
+      scope: (args) => (args.cwd || args.env ? JSON.stringify({ command: args.command, cwd: args.cwd, env: args.env }) : args.command),
       refuse: (args) => deniedReason(args.command),
     },
     async run(args, ctx) {
@@ -182,6 +183,9 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   }
 }
 
+/** Variables that make an innocent command run other code (preloaded libraries, shell start-up files). */
+const UNSAFE_ENV = /^(LD_.*|DYLD_.*|BASH_ENV|ENV|IFS|PROMPT_COMMAND|SHELLOPTS|BASHOPTS|PS4)$/;
+
 function buildEnv(extra: Record<string, string>, persona: Persona): { vars: Record<string, string> } | { error: string } {
   const vars: Record<string, string> = {};
   for (const name of PASSED_THROUGH) {
@@ -190,6 +194,7 @@ function buildEnv(extra: Record<string, string>, persona: Persona): { vars: Reco
   }
   for (const [name, value] of Object.entries(extra)) {
     if (!ENV_NAME.test(name)) return { error: `"${name}" is not a valid environment variable name` };
+    if (UNSAFE_ENV.test(name)) return { error: `"${name}" changes how programs load or how the shell starts, so it cannot be set` };
     const reference = SECRET_REFERENCE.exec(value);
     if (!reference) {
       vars[name] = value;
@@ -230,14 +235,20 @@ function isInside(root: string, target: string): boolean {
   return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
 }
 
+/**
+ * The approval question's account of the call: the whole command in a code block (fenced so nothing inside it can
+ * change how it is shown), then its folder, timeout and variables.
+ */
 function summarize(args: Args): string {
-  const command = args.command.length > 300 ? `${args.command.slice(0, 300)}… (${args.command.length} characters)` : args.command;
+  const command = args.command.length > 3000 ? `${args.command.slice(0, 3000)}\n… (${args.command.length} characters in all)` : args.command;
+  const longestRun = Math.max(2, ...(command.match(/`+/g) ?? []).map((run) => run.length));
+  const fence = '`'.repeat(longestRun + 1);
   const details: string[] = [];
   if (args.cwd) details.push(`in ${args.cwd}`);
   if (args.timeout_ms !== undefined) details.push(`timeout ${formatSeconds(args.timeout_ms)}`);
   const env = Object.entries(args.env ?? {}).map(([name, value]) => `${name}=${value.length > 40 ? `${value.slice(0, 40)}…` : value}`);
   if (env.length) details.push(`env ${env.join(' ')}`);
-  return `\`${command}\`${details.length ? ` (${details.join(', ')})` : ''}`;
+  return `${fence}\n${command}\n${fence}${details.length ? `\n(${details.join(', ')})` : ''}`;
 }
 
 function formatSeconds(ms: number): string {

@@ -48,6 +48,8 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
   const throttle = createChatThrottle();
   let bot: BotIdentity | undefined;
   let polling: Promise<void> | undefined;
+  /** Clicks being handled (they run beside the update loop). */
+  const clicks = new Set<Promise<void>>();
   const stopper = new AbortController();
 
   async function deliverUpdate(update: Update, onInbound: InboundHandler): Promise<void> {
@@ -85,6 +87,15 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
         continue;
       }
       for (const update of updates) {
+        if (update.callback_query) {
+          // A click is answered at once, never behind a slow message (a large download) in the same batch.
+          const click = deliverUpdate(update, onInbound)
+            .catch((err: unknown) => log.warn({ err, update: update.update_id }, 'click could not be handled'))
+            .finally(() => clicks.delete(click));
+          clicks.add(click);
+          offset = update.update_id + 1;
+          continue;
+        }
         try {
           await deliverUpdate(update, onInbound);
         } catch (err) {
@@ -152,6 +163,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     async stop() {
       stopper.abort();
       await polling;
+      await Promise.allSettled(clicks);
     },
 
     async send(message: OutboundMessage): Promise<SentMessage> {

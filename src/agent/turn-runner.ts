@@ -9,6 +9,7 @@ import { outboundForTurn } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { TurnJobData } from '#src/jobs/queues.ts';
 import type { ModelClient } from '#src/llm/types.ts';
+import type { Scheduler } from '#src/jobs/scheduler.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
 import type { DeliveryTarget, Origin, ToolContext, TurnKind } from '#src/tools/types.ts';
@@ -33,6 +34,8 @@ export interface TurnRunnerDeps {
   turnTimeoutMs?: number;
   /** Questions and remote methods; tools that ask a person fail clearly without it. */
   questions?: Pick<Questions, 'remoteMethod' | 'ask'>;
+  /** Wake-ups, reminders and schedules for the tools. */
+  scheduler?: Pick<Scheduler, 'forTurn'>;
 }
 
 export interface TurnJob {
@@ -203,12 +206,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
           data.kind === 'user' && origin
             ? { connector: origin.connector, chat: origin.chat, thread: origin.thread }
             : persona.primary && { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
-        return deps.questions.remoteMethod(ctx, request, destination);
+        return deps.questions.remoteMethod({ ...ctx, signal: request.signal ?? ctx.signal }, request, destination);
       },
       askUser: (request) => {
         if (!deps.questions) throw new Error('asking a person is not available here');
         return deps.questions.ask(ctx, request);
       },
+      scheduling: deps.scheduler?.forTurn({ persona, conversationId: data.conversationId, origin: data.origin }),
+      replyTarget: data.deliver ?? (data.origin && { connector: data.origin.connector, chat: data.origin.chat, thread: data.origin.thread }),
       showsButtons: (connector) => deps.connectors.get(connector)?.capabilities.buttons ?? connector !== 'terminal',
       react: async (emoji, messageId) => {
         const origin = data.origin;
@@ -345,7 +350,9 @@ export function backgroundFailureWarning(persona: string, kind: TurnKind, error?
   return `⚠️ ${persona}: a ${kind} turn failed${error ? ` (${error})` : ''}.`;
 }
 
+/** A background turn's opening message: the prompt as framed by whatever started it, else labelled by kind. */
 function backgroundPrompt(kind: TurnKind, prompt: string | undefined): string {
+  if (prompt?.startsWith('[')) return prompt;
   const label = kind === 'wake' ? 'wake-up' : kind;
   return `[${label}] ${prompt ?? ''}`.trim();
 }

@@ -144,7 +144,7 @@ export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sett
     home: path.resolve(cwd, optional(env, 'PARLOR_HOME') ?? '.parlor'),
     personasDir: path.resolve(cwd, optional(env, 'PARLOR_PERSONAS_DIR') ?? 'personas'),
     llm,
-    http: { port, host: optional(env, 'PARLOR_HTTP_HOST') ?? '127.0.0.1', apiToken: optional(env, 'PARLOR_API_TOKEN') },
+    http: { port, host: optional(env, 'PARLOR_HTTP_HOST') ?? '127.0.0.1', apiToken: apiToken(env) },
     timezone,
     logLevel,
     connectors,
@@ -155,4 +155,15 @@ export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sett
 export function requireModel(settings: Settings): LlmSettings {
   if (!settings.llm) throw new ConfigError(NO_MODEL);
   return settings.llm;
+}
+
+/** The API's bearer token: the characters an Authorization header can carry (RFC 6750), at least 16 of them. */
+function apiToken(env: Record<string, string | undefined>): string | undefined {
+  const token = optional(env, 'PARLOR_API_TOKEN');
+  if (token === undefined) return undefined;
+  if (!/^[A-Za-z0-9._~+/-]+=*$/.test(token)) {
+    throw new ConfigError('PARLOR_API_TOKEN may hold only letters, digits and . _ ~ + / - (e.g. the output of `openssl rand -hex 32`)');
+  }
+  if (token.length < 16) throw new ConfigError('PARLOR_API_TOKEN is too short; use at least 16 characters (e.g. `openssl rand -hex 32`)');
+  return token;
 }

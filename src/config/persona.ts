@@ -94,15 +94,7 @@ export function loadPersona(dir: string): Persona {
     channels?: (Omit<ChannelConfig, 'mention'> & { mention?: boolean })[];
   };
   const tools = readJsonc(path.join(dir, 'tools.jsonc'), validateTools, {}) as Partial<Persona['tools']>;
-  const schedules = readJsonc(path.join(dir, 'schedules.jsonc'), validateSchedules, []) as ScheduleEntry[];
-  const schedulesFile = path.join(dir, 'schedules.jsonc');
-  const seen = new Set<string>();
-  schedules.forEach((entry, i) => {
-    if (seen.has(entry.name)) throw new ConfigError(`${schedulesFile}: /${i}/name "${entry.name}" is used twice; names must be unique`);
-    seen.add(entry.name);
-    const cronProblem = checkCron(entry.cron);
-    if (cronProblem) throw new ConfigError(`${schedulesFile}: /${i}/cron "${entry.cron}" ${cronProblem}`);
-  });
+  const schedules = loadSchedules(dir);
 
   const envFile = path.join(dir, '.env');
   let secrets: Record<string, string> = {};
@@ -132,6 +124,26 @@ export function loadPersona(dir: string): Persona {
     workspace: path.join(dir, 'workspace'),
     skills: loadSkills(path.join(dir, 'skills')),
   };
+}
+
+/** A persona's `schedules.jsonc`, checked: schema, unique names, 5-field cron expressions. */
+export function loadSchedules(dir: string): ScheduleEntry[] {
+  const file = path.join(dir, 'schedules.jsonc');
+  return checkSchedules(file, readJsonc(file, validateSchedules, []) as ScheduleEntry[]);
+}
+
+/** Checks schedule entries as parsed data (what `loadSchedules` checks after the schema); throws a ConfigError. */
+export function checkSchedules(file: string, schedules: unknown): ScheduleEntry[] {
+  if (!validateSchedules(schedules)) throw new ConfigError(`${file}: ${describeSchemaError(validateSchedules.errors?.[0])}`);
+  const entries = schedules as ScheduleEntry[];
+  const seen = new Set<string>();
+  entries.forEach((entry, i) => {
+    if (seen.has(entry.name)) throw new ConfigError(`${file}: /${i}/name "${entry.name}" is used twice; names must be unique`);
+    seen.add(entry.name);
+    const cronProblem = checkCron(entry.cron);
+    if (cronProblem) throw new ConfigError(`${file}: /${i}/cron "${entry.cron}" ${cronProblem}`);
+  });
+  return entries;
 }
 
 type Validator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };

@@ -39,25 +39,43 @@ export async function expireQuestion(db: Queryable, id: string, reason: string):
   return row;
 }
 
-/** Expires open questions past their time, and those whose waiting process is gone (its session ended). */
-export async function expireAbandonedQuestions(db: Queryable): Promise<QuestionRow[]> {
-  const due = await db
+/** Expires open questions past their time. */
+export async function expireDueQuestions(db: Queryable): Promise<QuestionRow[]> {
+  return db
     .update(questions)
     .set({ status: 'expired', expiredReason: 'no answer in time' })
     .where(and(eq(questions.status, 'pending'), lte(questions.expiresAt, sql`now()`)))
     .returning();
-  const orphaned = await db
-    .update(questions)
-    .set({ status: 'expired', expiredReason: 'Parlor restarted while it waited' })
+}
+
+/** Open questions whose waiting process has no session on the database (it stopped or crashed). */
+export async function orphanedQuestionIds(db: Queryable): Promise<string[]> {
+  const rows = await db
+    .select({ id: questions.id })
+    .from(questions)
     .where(
       and(
         eq(questions.status, 'pending'),
         sql`${questions.owner} is not null`,
         sql`${questions.owner} not in (select application_name from pg_stat_activity where application_name is not null)`,
       ),
+    );
+  return rows.map((r) => r.id);
+}
+
+export async function expireOrphans(db: Queryable, ids: string[]): Promise<QuestionRow[]> {
+  if (ids.length === 0) return [];
+  return db
+    .update(questions)
+    .set({ status: 'expired', expiredReason: 'Parlor restarted while it waited' })
+    .where(
+      and(
+        inArray(questions.id, ids),
+        eq(questions.status, 'pending'),
+        sql`${questions.owner} not in (select application_name from pg_stat_activity where application_name is not null)`,
+      ),
     )
     .returning();
-  return [...due, ...orphaned];
 }
 
 /** Takes the job of updating a resolved question's chat message; only one process gets it. */
@@ -70,13 +88,19 @@ export async function claimQuestionClose(db: Queryable, id: string): Promise<Que
   return row;
 }
 
-/** Resolved questions whose chat message on these connectors still shows its buttons. */
+/** The message update failed: another attempt may take it. */
+export async function reopenQuestionClose(db: Queryable, id: string): Promise<void> {
+  await db.update(questions).set({ closedAt: null }).where(eq(questions.id, id));
+}
+
+/** Resolved questions whose chat message on these connectors still shows its buttons, newest first. */
 export async function unclosedQuestionIds(db: Queryable, connectors: string[]): Promise<string[]> {
   if (connectors.length === 0) return [];
   const rows = await db
     .select({ id: questions.id })
     .from(questions)
     .where(and(ne(questions.status, 'pending'), isNull(questions.closedAt), inArray(questions.connector, connectors)))
+    .orderBy(desc(questions.createdAt))
     .limit(100);
   return rows.map((r) => r.id);
 }

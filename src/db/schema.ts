@@ -197,3 +197,47 @@ export const toolGrants = pgTable(
   },
   (t) => [primaryKey({ columns: [t.persona, t.tool, t.scope] })],
 );
+
+/**
+ * Reminders and wake-ups: a turn due at a time, once or every N seconds until a bound. Each firing is a pg-boss
+ * job; `fires` counts them, so a redelivered job finds its firing done and does nothing.
+ */
+export const reminders = pgTable(
+  'reminders',
+  {
+    id: uuid('id').primaryKey(),
+    persona: text('persona').notNull(),
+    /** Unique per persona among pending ones (a wake-up's name is `wakeup:<conversation>`). */
+    name: text('name').notNull(),
+    kind: text('kind').$type<'reminder' | 'wakeup'>().notNull(),
+    /** The conversation the turn runs in. */
+    conversationId: text('conversation_id').notNull(),
+    prompt: text('prompt').notNull(),
+    /** The chat that asked (where `reply_to_origin` answers when no `deliver` is set). */
+    origin: jsonb('origin').$type<{ connector: string; chat: string; thread?: string }>(),
+    deliver: jsonb('deliver').$type<{ connector: string; chat: string; thread?: string }>(),
+    /** When it fires next. */
+    dueAt: timestamp('due_at', { withTimezone: true }).notNull(),
+    everySeconds: integer('every_seconds'),
+    until: timestamp('until', { withTimezone: true }),
+    status: text('status').$type<'pending' | 'done' | 'cancelled'>().notNull().default('pending'),
+    fires: integer('fires').notNull().default(0),
+    lastFiredAt: timestamp('last_fired_at', { withTimezone: true }),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    uniqueIndex('reminders_pending_name_idx').on(t.persona, t.name).where(sql`${t.status} = 'pending'`),
+    index('reminders_due_idx').on(t.dueAt).where(sql`${t.status} = 'pending'`),
+  ],
+);
+
+/** Heartbeat and cron entries held by `remind pause` (`*`: all of the persona's). */
+export const schedulePauses = pgTable(
+  'schedule_pauses',
+  {
+    persona: text('persona').notNull(),
+    name: text('name').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.persona, t.name] })],
+);

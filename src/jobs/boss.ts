@@ -15,7 +15,9 @@ export interface JobSystem {
    * Enqueues a turn; with `tx`, inside that transaction (committed with the message that caused it). Workers
    * hear of it on TURN_CHANNEL when it commits, instead of at their next poll.
    */
-  enqueueTurn(data: TurnJobData, tx?: Queryable): Promise<string | null>;
+  enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string }): Promise<string | null>;
+  /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
+  send(queue: string, data: object, options: { tx?: Queryable; id?: string; startAfter?: Date; retentionSeconds?: number }): Promise<string | null>;
   stop(options?: { timeoutMs?: number }): Promise<void>;
 }
 
@@ -29,6 +31,9 @@ export async function startJobSystem(
     application_name: database.applicationName,
     max: options.poolSize ?? 10,
     schema: 'pgboss',
+    // Schedules (cron, heartbeat) are looked at every few seconds, so an occurrence fires within seconds of its minute.
+    cronMonitorIntervalSeconds: 5,
+    cronWorkerIntervalSeconds: 2,
   });
   boss.on('error', (err: Error) => log.error({ err }, 'job queue error'));
   boss.on('warning', (w: unknown) => log.warn({ warning: w }, 'job queue warning'));
@@ -47,17 +52,33 @@ export async function startJobSystem(
       deleteAfterSeconds: 24 * 3600,
     });
   }
+  for (const name of [QUEUES.reminder, QUEUES.cron]) {
+    if (!(await boss.getQueue(name))) {
+      // A handler that fails (the database went away mid-firing) is retried; firing is idempotent.
+      await boss.createQueue(name, { retryLimit: 20, retryDelay: 1, retryBackoff: true, retryDelayMax: 60, expireInSeconds: 300, deleteAfterSeconds: 7 * 24 * 3600 });
+    }
+  }
   return {
     boss,
-    async enqueueTurn(data, tx) {
+    async enqueueTurn(data, tx, sendOptions = {}) {
       const db = tx ?? database.db;
       const id = await boss.send(QUEUES.turn, data as unknown as object, {
         singletonKey: data.conversationId,
+        ...(sendOptions.id ? { id: sendOptions.id } : {}),
         ...(tx ? { db: fromDrizzle(tx as never, sql) } : {}),
       });
       // pg-boss's own queue notification would wake every idle worker of every process; this one wakes one each.
       await db.execute(sql`select pg_notify(${TURN_CHANNEL}, '')`);
       return id;
+    },
+    send(queue, data, sendOptions) {
+      return boss.send(queue, data, {
+        ...(sendOptions.id ? { id: sendOptions.id } : {}),
+        // With postgres.js underneath, dates travel as ISO strings.
+        ...(sendOptions.startAfter ? { startAfter: sendOptions.startAfter.toISOString() } : {}),
+        ...(sendOptions.retentionSeconds ? { retentionSeconds: sendOptions.retentionSeconds } : {}),
+        ...(sendOptions.tx ? { db: fromDrizzle(sendOptions.tx as never, sql) } : {}),
+      });
     },
     stop: async ({ timeoutMs = 5000 } = {}) => {
       await boss.stop({ graceful: true, timeout: timeoutMs, close: true });

@@ -10,7 +10,10 @@ import { sentMessageIds } from '#src/db/outbound-messages.ts';
 import {
   answerQuestion,
   claimQuestionClose,
-  expireAbandonedQuestions,
+  reopenQuestionClose,
+  expireOrphans,
+  expireDueQuestions,
+  orphanedQuestionIds,
   expireQuestion,
   getQuestion,
   hasPendingQuestion,
@@ -90,6 +93,8 @@ const APPROVAL_CHOICES: Choice[] = [
 
 const INACTIVE = 'This button is no longer active.';
 
+class NotResolved extends Error {}
+
 export interface QuestionsDeps {
   database: Database;
   delivery: Delivery;
@@ -130,7 +135,8 @@ export function createQuestions(deps: QuestionsDeps) {
     const row = await getQuestion(db, id);
     if (!row) return;
     if (what === 'pending') {
-      events.emit('event', { type: 'method.pending', question: view(row) } satisfies QuestionEvent);
+      // Already resolved by the time this is read: its done event follows; a stale pending one would mislead.
+      if (row.status === 'pending') events.emit('event', { type: 'method.pending', question: view(row) } satisfies QuestionEvent);
       return;
     }
     if (row.status === 'pending') return;
@@ -155,15 +161,15 @@ export function createQuestions(deps: QuestionsDeps) {
     const candidate = await getQuestion(db, id);
     if (!candidate?.connector || !candidate.chat || !localConnector(candidate.connector, candidate.chat)?.edit) return;
     const sent = await sentMessageIds(db, `question:${id}`);
-    // Not sent (yet): the buttons are offered nowhere, or the message arrives without effect on a click.
-    if (!sent?.ids.length) return;
     const row = await claimQuestionClose(db, id);
-    if (!row) return;
+    // Never sent: no buttons are shown anywhere, so there is nothing to update.
+    if (!row || !sent?.ids.length) return;
     const connector = localConnector(sent.connector, sent.chat)!;
     try {
       await withRetries(() => connector.edit!(sent.chat, sent.ids[sent.ids.length - 1], closedText(row)), { deadlineMs: 60_000 });
     } catch (err) {
-      log.warn({ err, question: id }, 'could not update the question message');
+      log.warn({ err, question: id }, 'could not update the question message; trying again later');
+      await reopenQuestionClose(db, id);
     }
   }
 
@@ -172,8 +178,14 @@ export function createQuestions(deps: QuestionsDeps) {
     return connector && (!connector.chats || connector.chats.includes(chat)) ? connector : undefined;
   }
 
+  /** Questions whose waiting process seemed gone at the last sweep: gone twice in a row, they are expired. */
+  let suspects = new Set<string>();
+
   async function sweep() {
-    const expired = await expireAbandonedQuestions(db);
+    const orphaned = await orphanedQuestionIds(db);
+    const expired = [...(await expireDueQuestions(db)), ...(await expireOrphans(db, orphaned.filter((id) => suspects.has(id))))];
+    // A database blip drops a live process's sessions for a moment; only a process missing twice is gone.
+    suspects = new Set(orphaned);
     for (const row of expired) await publish('done', row.id);
     // Notifications are a shortcut: a waiter whose answer was missed picks it up here.
     if (waiters.size) {
@@ -346,6 +358,18 @@ export function createQuestions(deps: QuestionsDeps) {
     return persona.users.includes(address);
   }
 
+  /**
+   * A typed message answers a question only from the person it was asked of; when nobody in particular was asked,
+   * a persona user in a DM, or in a group only as a reply to the bot.
+   */
+  function mayAnswerTyped(row: QuestionRow, event: InboundEvent): boolean {
+    if (event.trusted) return true;
+    const address = `${event.connector}:${event.sender.id}`;
+    if (row.askedUser) return row.askedUser === address;
+    if (event.chat.type === 'group' && !event.replyToBot) return false;
+    return mayAnswer(row, event);
+  }
+
   async function handleClick(event: InboundEvent): Promise<IngressResult> {
     const parsed = decodeChoice(event.data ?? '');
     const row = parsed && (await getQuestion(db, parsed.questionId));
@@ -367,9 +391,11 @@ export function createQuestions(deps: QuestionsDeps) {
    * remote methods; a choice's number or label where the connector shows no buttons (the terminal).
    */
   async function answerTyped(event: InboundEvent, buttonsShown: boolean): Promise<IngressResult | undefined> {
-    const row = await openQuestionInChat(db, { connector: event.connector, chat: event.chat.id, thread: event.chat.thread });
-    if (!row || !mayAnswer(row, event)) return undefined;
     const text = event.text.trim();
+    // Commands stay commands, and a message with files is a message.
+    if (!text || text.startsWith('/') || event.attachments?.length) return undefined;
+    const row = await openQuestionInChat(db, { connector: event.connector, chat: event.chat.id, thread: event.chat.thread });
+    if (!row || !mayAnswerTyped(row, event)) return undefined;
     const picked = pickChoice(row.choices, text);
     let answer: QuestionAnswer | undefined;
     if (row.kind === 'ask' || (row.kind === 'remote' && row.choices.length === 0)) {
@@ -379,10 +405,18 @@ export function createQuestions(deps: QuestionsDeps) {
     }
     if (!answer) return undefined;
     const via = `via ${event.connector}:${event.chat.id}${event.messageId ? `:${event.messageId}` : ''}`;
-    const answered = await db.transaction(async (tx) => {
-      if (!(await recordInboundEvent(tx, event.connector, event.externalId))) return 'duplicate' as const;
-      return resolve(row, { answer, by: who(event), via }, { tx });
-    });
+    const answered = await db
+      .transaction(async (tx) => {
+        if (!(await recordInboundEvent(tx, event.connector, event.externalId))) return 'duplicate' as const;
+        const resolved = await resolve(row, { answer, by: who(event), via }, { tx });
+        // Answered or expired a moment ago: undo the event's record, so the message goes on as an ordinary one.
+        if (!resolved) throw new NotResolved();
+        return resolved;
+      })
+      .catch((err: unknown) => {
+        if (err instanceof NotResolved) return undefined;
+        throw err;
+      });
     if (answered === 'duplicate') return { status: 'duplicate', conversationId: row.conversationId };
     if (!answered) return undefined;
     await publish('done', row.id);
@@ -392,8 +426,10 @@ export function createQuestions(deps: QuestionsDeps) {
 
   return {
     async start() {
+      // Handled one after another, so listeners see a question's events in the order they happened.
+      let chain = Promise.resolve();
       listener = await sql.listen(QUESTION_CHANNEL, (payload) => {
-        void onNotification(payload).catch((err) => log.warn({ err }, 'question notification failed'));
+        chain = chain.then(() => onNotification(payload)).catch((err) => log.warn({ err }, 'question notification failed'));
       });
       sweepTimer = setInterval(scheduleSweep, deps.sweepMs ?? 3000);
       sweepTimer.unref();
@@ -426,7 +462,8 @@ export function createQuestions(deps: QuestionsDeps) {
 
     /** The gate the tool runner calls before a tool in the persona's `approve` list runs. */
     approvalGate: (async ({ tool, args, ctx }) => {
-      const scope = tool.approval?.scope?.(args) ?? '*';
+      // `*` grants the whole tool; a tool's own scope is kept apart from it, so no call can pass for `*`.
+      const scope = tool.approval?.scope ? `call:${tool.approval.scope(args)}` : '*';
       if (await hasToolGrant(db, { persona: ctx.persona.name, tool: tool.name, scope })) return { allowed: true };
       const { persona, origin } = ctx;
       const destination: DeliveryTarget | undefined =

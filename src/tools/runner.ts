@@ -74,18 +74,43 @@ export class ToolRunner {
   private async runWithTimeout(tool: Tool, args: unknown, ctx: ToolContext): Promise<ToolOutput> {
     const timeoutMs = tool.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
     const controller = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
     let onTurnAbort = () => {};
     type Race = { kind: 'done'; value: string | ToolOutput } | { kind: 'timeout' } | { kind: 'cancelled' } | { kind: 'crashed'; error: unknown };
+    // Time spent waiting for a person (a remote method) does not count against the tool's timeout.
+    let timer: NodeJS.Timeout | undefined;
+    let fireTimeout = () => {};
+    let remaining = timeoutMs;
+    let armedAt = Date.now();
+    let waitingOnPerson = 0;
+    const arm = () => {
+      armedAt = Date.now();
+      timer = setTimeout(() => fireTimeout(), remaining);
+    };
+    const callCtx: ToolContext = {
+      ...ctx,
+      signal: controller.signal,
+      remoteMethod: async (request) => {
+        if (waitingOnPerson++ === 0) {
+          clearTimeout(timer);
+          remaining -= Date.now() - armedAt;
+        }
+        try {
+          return await ctx.remoteMethod({ ...request, signal: request.signal ?? controller.signal });
+        } finally {
+          if (--waitingOnPerson === 0 && !controller.signal.aborted) arm();
+        }
+      },
+    };
+    arm();
     const outcome = await Promise.race<Race>([
       Promise.resolve()
-        .then(() => tool.run(args, { ...ctx, signal: controller.signal }))
+        .then(() => tool.run(args, callCtx))
         .then(
           (value) => ({ kind: 'done' as const, value }),
           (error: unknown) => ({ kind: 'crashed' as const, error }),
         ),
       new Promise<Race>((resolve) => {
-        timer = setTimeout(() => resolve({ kind: 'timeout' }), timeoutMs);
+        fireTimeout = () => resolve({ kind: 'timeout' });
       }),
       new Promise<Race>((resolve) => {
         onTurnAbort = () => {

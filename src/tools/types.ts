@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Persona } from '#src/config/persona.ts';
+import type { Persona, ScheduleEntry } from '#src/config/persona.ts';
 
 export type TurnKind = 'user' | 'wake' | 'cron' | 'heartbeat' | 'subagent';
 
@@ -46,6 +46,10 @@ export interface ToolContext {
   remoteMethod(request: RemoteMethodRequest): Promise<unknown>;
   /** Persists and shows an `ask_user` question; its answer arrives later as a message in this conversation. */
   askUser(request: { question: string; choices: ChoiceSpec[]; expiresInMs: number; destination: DeliveryTarget }): Promise<{ id: string; short: string }>;
+  /** Wake-ups, reminders and schedules; absent where no scheduler runs. */
+  scheduling?: SchedulingApi;
+  /** Where a scheduled turn's `reply_to_origin` delivers: the captured target, else the origin chat. */
+  replyTarget?: DeliveryTarget;
   /** Whether a connector shows buttons (unknown connectors elsewhere in the deployment are assumed to). */
   showsButtons(connector: string): boolean;
   /** Reacts with an emoji to a message in the turn's chat (the triggering message when none is named). */
@@ -65,6 +69,41 @@ export interface RemoteMethodRequest {
   timeoutMs?: number;
   /** The chat text; a summary of method and data when absent. */
   text?: string;
+  /** Stops waiting when it aborts (the calling tool's signal, by default). */
+  signal?: AbortSignal;
+}
+
+export interface ScheduleView extends ScheduleEntry {
+  paused: boolean;
+  /** ISO time of the next occurrence, in UTC. */
+  nextRun?: string;
+}
+
+export interface ReminderView {
+  name: string;
+  kind: 'reminder' | 'wakeup';
+  prompt: string;
+  dueAt: string;
+  everySeconds?: number;
+  until?: string;
+  deliver?: DeliveryTarget;
+  fires: number;
+}
+
+/** Scheduling for the turn's persona and conversation: wake-ups, reminders and `schedules.jsonc` entries. */
+export interface SchedulingApi {
+  /** Replaces this conversation's wake-up; `delayMs` 0 cancels it. */
+  wakeup(request: { delayMs: number; message?: string; loop?: boolean }): Promise<{ dueAt?: Date; replaced: boolean }>;
+  remind(request: { name: string; prompt: string; dueAt: Date; everySeconds?: number; until?: Date; deliver?: DeliveryTarget }): Promise<ReminderView>;
+  cancelReminder(name: string): Promise<boolean>;
+  list(): Promise<{ schedules: ScheduleView[]; reminders: ReminderView[] }>;
+  addSchedule(entry: ScheduleEntry): Promise<ScheduleView>;
+  updateSchedule(name: string, patch: Partial<ScheduleEntry>): Promise<ScheduleView>;
+  removeSchedule(name: string): Promise<void>;
+  runNow(name: string): Promise<void>;
+  /** Holds (or releases) one entry's runs, or all of the persona's when no name is given. */
+  pause(name?: string): Promise<void>;
+  resume(name?: string): Promise<void>;
 }
 
 /** What a tool may tell the loop besides its text result. */

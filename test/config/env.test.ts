@@ -218,3 +218,14 @@ describe('loadDotEnv', () => {
     expect(err.message).toContain(path.join(dir, '.env'));
   });
 });
+
+describe('PARLOR_API_TOKEN', () => {
+  it('is taken when it is a usable bearer token', () => {
+    expect(parseSettings({ PARLOR_API_TOKEN: 'a1b2c3d4e5f6a7b8c9d0' }).http.apiToken).toBe('a1b2c3d4e5f6a7b8c9d0');
+  });
+
+  it('refuses characters an Authorization header cannot carry, and tokens too short to be secret', () => {
+    expect(expectOneLine(() => parseSettings({ PARLOR_API_TOKEN: 'has spaces in it, sadly' }), 'PARLOR_API_TOKEN').message).toMatch(/only letters, digits/);
+    expect(expectOneLine(() => parseSettings({ PARLOR_API_TOKEN: 'short' }), 'PARLOR_API_TOKEN').message).toMatch(/too short/);
+  });
+});

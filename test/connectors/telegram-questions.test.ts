@@ -204,7 +204,7 @@ describe('tool approvals on Telegram', () => {
     await click(await waitForQuestion(), 'Always allow');
     await waitForText(/^result: exit=0\nalways-ok$/);
     const grants = await rows<{ tool: string; scope: string; granted_by: string }>(sql`select tool, scope, granted_by from tool_grants where persona = 'ops'`);
-    expect(grants).toContainEqual({ tool: 'shell_exec', scope: 'echo always-ok', granted_by: '@ana' });
+    expect(grants).toContainEqual({ tool: 'shell_exec', scope: 'call:echo always-ok', granted_by: '@ana' });
 
     await app.stop();
     app = await start();

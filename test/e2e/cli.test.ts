@@ -67,7 +67,7 @@ describe('parlor chat', () => {
     expect(result.stderr).toBe('');
     expect(result.exitCode).toBe(0);
     const lines = result.stdout.split('\n');
-    expect(lines.slice(0, 2)).toEqual(['🔐 assistant wants to run shell_exec', '`echo from-the-terminal`']);
+    expect(lines.slice(0, 4)).toEqual(['🔐 assistant wants to run shell_exec', '```', 'echo from-the-terminal', '```']);
     expect(lines).toContain('  1) Allow once');
     expect(lines).toContain('  3) Deny');
     expect(lines.some((l) => /^ {2}✅ Allowed once by /.test(l))).toBe(true);

@@ -9,7 +9,7 @@ import type { RecordedRequest } from '../support/fake-llm.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
 import { createRecordingConnector, type RecordingConnector } from '../support/recording-connector.ts';
 
-const TOKEN = 'secret';
+const TOKEN = 'test-api-token-0123456789';
 const CONVERSATION = 'testy:chat:u1';
 
 let h: Harness;

@@ -323,3 +323,51 @@ describe('ToolRunner.toolsFor and specs', () => {
     expect(runner.specs([userOnly])).toEqual([{ name: 'user_only', description: 'user turns', parameters: open }]);
   });
 });
+
+describe('ToolRunner.execute: remote methods', () => {
+  const asking = (delayMs: number, timeoutMs: number, work = 0): Tool => ({
+    name: 'asks',
+    description: 'asks a person',
+    parameters: open,
+    timeoutMs,
+    async run(_args, ctx) {
+      const answer = await ctx.remoteMethod({ method: 'pick', choices: ['a', 'b'] });
+      await sleep(work);
+      return `got ${String(answer)}`;
+    },
+  });
+
+  it("does not count the time a person takes against the tool's timeout", async () => {
+    const tool = asking(0, 100);
+    const ctx = { ...makeToolContext(), remoteMethod: () => sleep(300).then(() => 'b') };
+    const output = await new ToolRunner([tool]).execute(call('asks'), [tool], ctx);
+    expect(output.content).toBe('got b');
+  });
+
+  it('still times out on work done after the answer', async () => {
+    const tool = asking(0, 100, 400);
+    const ctx = { ...makeToolContext(), remoteMethod: () => sleep(50).then(() => 'a') };
+    const output = await new ToolRunner([tool]).execute(call('asks'), [tool], ctx);
+    expect(output.content).toMatch(/^timeout:/);
+  });
+
+  it("waits on the tool's own signal, which ends with the turn", async () => {
+    const turn = new AbortController();
+    let seen: AbortSignal | undefined;
+    const tool = asking(0, 5000);
+    const ctx = {
+      ...makeToolContext({ signal: turn.signal }),
+      remoteMethod: (request: { signal?: AbortSignal }) => {
+        seen = request.signal;
+        return new Promise((_resolve, reject) => request.signal!.addEventListener('abort', () => reject(new Error('stopped'))));
+      },
+    };
+    const pending = new ToolRunner([tool]).execute(call('asks'), [tool], ctx as never);
+    await sleep(20);
+    expect(seen).toBeDefined();
+    expect(seen).not.toBe(turn.signal);
+    turn.abort('stop');
+    expect((await pending).content).toMatch(/^cancelled:/);
+    expect(seen!.aborted).toBe(true);
+  });
+});

@@ -272,17 +272,32 @@ describe('shell_exec: deny list', () => {
 });
 
 describe('shell_exec: approval', () => {
-  it('shows the command, cwd, timeout and env for a human, and remembers "always allow" for the exact command', () => {
+  it('shows the command, cwd, timeout and env for a human, and remembers "always allow" for the exact call', () => {
     const args = { command: 'npm test', cwd: 'app', timeout_ms: 120_000, env: { CI: '1', NPM_TOKEN: '$NPM_TOKEN' } };
-    expect(shell.approval?.summary?.(args)).toBe('`npm test` (in app, timeout 120s, env CI=1 NPM_TOKEN=$NPM_TOKEN)');
-    expect(shell.approval?.summary?.({ command: 'ls' })).toBe('`ls`');
-    expect(shell.approval?.scope?.(args)).toBe('npm test');
+    expect(shell.approval?.summary?.(args)).toBe('```\nnpm test\n```\n(in app, timeout 120s, env CI=1 NPM_TOKEN=$NPM_TOKEN)');
+    expect(shell.approval?.summary?.({ command: 'ls' })).toBe('```\nls\n```');
+    expect(shell.approval?.scope?.({ command: 'ls' })).toBe('ls');
+    // The folder and variables are part of what was allowed: the same command elsewhere asks again.
+    expect(shell.approval?.scope?.(args)).toBe(JSON.stringify({ command: 'npm test', cwd: 'app', env: { CI: '1', NPM_TOKEN: '$NPM_TOKEN' } }));
+  });
+
+  it('fences a command holding backticks so it cannot change how the question is shown', () => {
+    const summary = shell.approval!.summary!({ command: 'echo ```[x](http://evil)``` `id`' });
+    expect(summary.startsWith('````\n')).toBe(true);
+    expect(summary.endsWith('\n````')).toBe(true);
   });
 
   it('cuts a very long command in the summary', () => {
     const summary = shell.approval!.summary!({ command: `echo ${'a'.repeat(5_000)}` });
-    expect(summary.length).toBeLessThan(400);
-    expect(summary).toContain('(5005 characters)');
+    expect(summary.length).toBeLessThan(3100);
+    expect(summary).toContain('(5005 characters in all)');
+  });
+
+  it('refuses variables that make a command run other code', async () => {
+    for (const name of ['LD_PRELOAD', 'LD_LIBRARY_PATH', 'BASH_ENV', 'ENV', 'IFS']) {
+      const result = await shell.run({ command: 'true', env: { [name]: 'x' } }, makeToolContext({ persona }));
+      expect(result).toMatch(/cannot be set/);
+    }
   });
 
   it("lets the runner's outer timeout leave room for the tool's own", () => {

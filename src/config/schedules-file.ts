@@ -1,0 +1,45 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { applyEdits, modify, parse as parseJsonc, stripComments, type ParseError } from 'jsonc-parser';
+import { ConfigError } from './errors.ts';
+import { checkSchedules, type ScheduleEntry } from './persona.ts';
+
+const FORMAT = { formattingOptions: { insertSpaces: true, tabSize: 2 } };
+
+/** Changes queued per file, so two edits in one process never interleave. */
+const queues = new Map<string, Promise<unknown>>();
+
+/**
+ * Edits a persona's `schedules.jsonc` in place, keeping its comments: `change` gets the current entries and
+ * returns the edits to make. The result is checked like the file is at start-up before it is written (atomically);
+ * a problem throws a ConfigError and leaves the file as it was.
+ */
+export function editSchedules(
+  dir: string,
+  change: (entries: ScheduleEntry[]) => { index: number; value: ScheduleEntry | undefined } | { append: ScheduleEntry },
+): Promise<ScheduleEntry[]> {
+  const file = path.join(dir, 'schedules.jsonc');
+  const run = async () => {
+    let text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+    if (stripComments(text).trim() === '') text = `${text.trimEnd()}${text.trim() ? '\n' : ''}[]\n`;
+    const errors: ParseError[] = [];
+    const current = (parseJsonc(text, errors, { allowTrailingComma: true }) ?? []) as ScheduleEntry[];
+    if (errors.length) throw new ConfigError(`${file} cannot be parsed; fix it by hand first`);
+    checkSchedules(file, current);
+    const edit = change(current);
+    const edits = 'append' in edit ? modify(text, [current.length], edit.append, { ...FORMAT, isArrayInsertion: true }) : modify(text, [edit.index], edit.value, FORMAT);
+    const next = applyEdits(text, edits);
+    const entries = checkSchedules(file, parseJsonc(next, [], { allowTrailingComma: true }));
+    const temporary = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(temporary, next);
+    fs.renameSync(temporary, file);
+    return entries;
+  };
+  const previous = queues.get(file) ?? Promise.resolve();
+  const result = previous.then(run, run);
+  queues.set(
+    file,
+    result.catch(() => {}),
+  );
+  return result;
+}

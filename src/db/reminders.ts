@@ -1,0 +1,95 @@
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import type { Queryable } from './client.ts';
+import { reminders, schedulePauses } from './schema.ts';
+
+export type ReminderRow = typeof reminders.$inferSelect;
+export type NewReminder = typeof reminders.$inferInsert;
+
+/** Unique per persona and name among pending reminders: a second one is refused by the database. */
+export class DuplicateReminderName extends Error {
+  override name = 'DuplicateReminderName';
+}
+
+export async function insertReminder(db: Queryable, row: NewReminder): Promise<ReminderRow> {
+  try {
+    const [inserted] = await db.insert(reminders).values(row).returning();
+    return inserted;
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string } }).cause ?? (err as { code?: string });
+    if (cause?.code === '23505') throw new DuplicateReminderName(`a pending reminder named "${row.name}" exists already`);
+    throw err;
+  }
+}
+
+/** Cancels the pending reminder of this persona and name; returns it when there was one. */
+export async function cancelReminder(db: Queryable, persona: string, name: string): Promise<ReminderRow | undefined> {
+  const [row] = await db
+    .update(reminders)
+    .set({ status: 'cancelled' })
+    .where(and(eq(reminders.persona, persona), eq(reminders.name, name), eq(reminders.status, 'pending')))
+    .returning();
+  return row;
+}
+
+/** The reminder, locked for the rest of the transaction (one firing at a time). */
+export async function lockReminder(db: Queryable, id: string): Promise<ReminderRow | undefined> {
+  const [row] = await db.select().from(reminders).where(eq(reminders.id, id)).for('update');
+  return row;
+}
+
+export async function recordReminderFired(
+  db: Queryable,
+  id: string,
+  next: { fires: number; dueAt: Date; status: 'pending' | 'done' },
+): Promise<void> {
+  await db
+    .update(reminders)
+    .set({ fires: next.fires, dueAt: next.dueAt, status: next.status, lastFiredAt: sql`now()` })
+    .where(eq(reminders.id, id));
+}
+
+export async function pendingReminders(db: Queryable, persona: string): Promise<ReminderRow[]> {
+  return db
+    .select()
+    .from(reminders)
+    .where(and(eq(reminders.persona, persona), eq(reminders.status, 'pending')))
+    .orderBy(asc(reminders.dueAt));
+}
+
+/** Due times of the next pending reminders (of every persona). */
+export async function upcomingDueTimes(db: Queryable, limit = 1): Promise<Date[]> {
+  const rows = await db
+    .select({ dueAt: reminders.dueAt })
+    .from(reminders)
+    .where(eq(reminders.status, 'pending'))
+    .orderBy(asc(reminders.dueAt))
+    .limit(limit);
+  return rows.map((r) => r.dueAt);
+}
+
+export async function pauseSchedules(db: Queryable, persona: string, name: string): Promise<void> {
+  await db.insert(schedulePauses).values({ persona, name }).onConflictDoNothing();
+}
+
+/** Releases a pause; `*` releases all of the persona's. Returns how many were released. */
+export async function resumeSchedules(db: Queryable, persona: string, name: string): Promise<number> {
+  const released = await db
+    .delete(schedulePauses)
+    .where(and(eq(schedulePauses.persona, persona), name === '*' ? sql`true` : eq(schedulePauses.name, name)))
+    .returning();
+  return released.length;
+}
+
+export async function pausedSchedules(db: Queryable, persona: string): Promise<string[]> {
+  const rows = await db.select({ name: schedulePauses.name }).from(schedulePauses).where(eq(schedulePauses.persona, persona));
+  return rows.map((r) => r.name);
+}
+
+export async function isSchedulePaused(db: Queryable, persona: string, name: string): Promise<boolean> {
+  const rows = await db
+    .select({ name: schedulePauses.name })
+    .from(schedulePauses)
+    .where(and(eq(schedulePauses.persona, persona), inArray(schedulePauses.name, ['*', name])))
+    .limit(1);
+  return rows.length > 0;
+}

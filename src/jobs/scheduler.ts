@@ -1,0 +1,381 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { CronExpressionParser } from 'cron-parser';
+import { sql } from 'drizzle-orm';
+import type { Logger } from 'pino';
+import { ConfigError } from '#src/config/errors.ts';
+import { loadSchedules, type Persona, type ScheduleEntry } from '#src/config/persona.ts';
+import { editSchedules } from '#src/config/schedules-file.ts';
+import type { Database, Queryable } from '#src/db/client.ts';
+import {
+  cancelReminder,
+  insertReminder,
+  isSchedulePaused,
+  lockReminder,
+  pausedSchedules,
+  pauseSchedules,
+  pendingReminders,
+  recordReminderFired,
+  resumeSchedules,
+  upcomingDueTimes,
+  type ReminderRow,
+} from '#src/db/reminders.ts';
+import type { DeliveryTarget, Origin, ReminderView, ScheduleView, SchedulingApi, TurnKind } from '#src/tools/types.ts';
+import type { JobSystem } from './boss.ts';
+import { QUEUES, type CronJobData, type ReminderJobData, type TurnJobData } from './queues.ts';
+
+/** Tells every process that the next due time may have changed. */
+const TIMER_CHANNEL = 'parlor_timer';
+/** A firing this much after its time says so in the turn (Parlor was down, say). */
+const LATE_AFTER_MS = 60_000;
+/** How long a reminder job outlives its due time before pg-boss may drop it unstarted. */
+const RETENTION_AFTER_DUE_SECONDS = 30 * 24 * 3600;
+
+export type Scheduler = ReturnType<typeof createScheduler>;
+
+/** A UUID that is the same for the same text: a job sent twice under it is stored once. */
+export function stableUuid(text: string): string {
+  const h = createHash('sha256').update(text).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-5${h.slice(13, 16)}-${((parseInt(h[16], 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
+/**
+ * Everything that happens later: reminders and wake-ups (a pg-boss job per firing, due at its time) and the
+ * heartbeat and cron entries of `schedules.jsonc` (pg-boss schedules in PARLOR_TIMEZONE). A firing becomes a
+ * turn job in the same transaction that records it, so a redelivered job finds it done and fires nothing twice.
+ */
+export function createScheduler(deps: {
+  database: Database;
+  jobs: JobSystem;
+  personas: () => readonly Persona[];
+  timezone: string;
+  log: Logger;
+  /** How many reminders fire at once. */
+  concurrency?: number;
+}) {
+  const { db } = deps.database;
+  const { boss } = deps.jobs;
+  const log = deps.log.child({ module: 'scheduler' });
+  let reminderWorker: string | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let listener: { unlisten(): Promise<void> } | undefined;
+  let stopped = false;
+
+  const notifyTimers = (tx: Queryable) => tx.execute(sql`select pg_notify(${TIMER_CHANNEL}, '')`);
+
+  /** Wakes the reminder worker at the next due time, instead of waiting for its poll. */
+  async function arm() {
+    if (stopped || !reminderWorker) return;
+    const [next] = await upcomingDueTimes(db);
+    clearTimeout(timer);
+    if (!next) return;
+    const delay = Math.max(0, next.getTime() - Date.now() + 5);
+    // Far-off times are looked at again later; a timer that long would only drift.
+    timer = setTimeout(
+      () => {
+        if (reminderWorker) boss.notifyWorker(reminderWorker);
+        setTimeout(() => void arm().catch(() => {}), 50).unref();
+      },
+      Math.min(delay, 3_600_000),
+    );
+    timer.unref();
+  }
+
+  async function scheduleFiring(tx: Queryable, row: ReminderRow) {
+    const delaySeconds = Math.max(0, (row.dueAt.getTime() - Date.now()) / 1000);
+    await deps.jobs.send(QUEUES.reminder, { reminderId: row.id, fire: row.fires } satisfies ReminderJobData, {
+      tx,
+      id: stableUuid(`reminder:${row.id}:${row.fires}`),
+      startAfter: row.dueAt,
+      retentionSeconds: Math.ceil(delaySeconds) + RETENTION_AFTER_DUE_SECONDS,
+    });
+    await notifyTimers(tx);
+  }
+
+  /** One firing: the turn is enqueued and the next firing scheduled in the transaction that records it. */
+  async function fireReminder(job: { id: string; data: ReminderJobData }) {
+    const fired = await db.transaction(async (tx) => {
+      const row = await lockReminder(tx, job.data.reminderId);
+      // Cancelled, finished, or this firing already happened (a redelivered job).
+      if (!row || row.status !== 'pending' || row.fires !== job.data.fire) return undefined;
+      const now = Date.now();
+      const lateMs = now - row.dueAt.getTime();
+      let next: Date | undefined;
+      if (row.everySeconds) {
+        // Occurrences missed while Parlor was down fire once, now; the next one is the first still ahead.
+        const step = row.everySeconds * 1000;
+        const skipped = Math.max(1, Math.ceil((now - row.dueAt.getTime()) / step));
+        next = new Date(row.dueAt.getTime() + skipped * step);
+        if (next.getTime() <= now) next = new Date(next.getTime() + step);
+        if (row.until && next > row.until) next = undefined;
+      }
+      await recordReminderFired(tx, row.id, { fires: row.fires + 1, dueAt: next ?? row.dueAt, status: next ? 'pending' : 'done' });
+      const data: TurnJobData = {
+        conversationId: row.conversationId,
+        persona: row.persona,
+        kind: 'wake',
+        prompt: firingPrompt(row, lateMs, deps.timezone),
+        origin: row.origin ?? undefined,
+        deliver: row.deliver ?? undefined,
+      };
+      await deps.jobs.enqueueTurn(data, tx, { id: stableUuid(`reminder-turn:${row.id}:${row.fires}`) });
+      if (next) await scheduleFiring(tx, { ...row, fires: row.fires + 1, dueAt: next });
+      return { row, lateMs };
+    });
+    if (fired) log.info({ reminder: fired.row.name, persona: fired.row.persona, lateMs: fired.lateMs }, 'reminder fired');
+  }
+
+  /** A heartbeat or cron occurrence: the entry is read from its file now, so edits apply without a restart. */
+  async function fireSchedule(job: { id: string; data: CronJobData }) {
+    const { persona: personaName, name } = job.data;
+    const persona = deps.personas().find((p) => p.name === personaName);
+    if (!persona) {
+      log.warn({ persona: personaName, schedule: name }, 'schedule of an unknown persona skipped');
+      return;
+    }
+    const entry = currentSchedules(persona).find((e) => e.name === name);
+    if (!entry || entry.enabled === false) return;
+    if (await isSchedulePaused(db, persona.name, name)) {
+      log.info({ persona: persona.name, schedule: name }, 'paused schedule skipped');
+      return;
+    }
+    await enqueueScheduleTurn(persona, entry, `cron-turn:${job.id}`);
+  }
+
+  async function enqueueScheduleTurn(persona: Persona, entry: ScheduleEntry, key: string) {
+    const kind: TurnKind = entry.type === 'heartbeat' ? 'heartbeat' : 'cron';
+    const conversationId =
+      kind === 'heartbeat'
+        ? `${persona.name}:heartbeat`
+        : entry.fresh
+          ? `${persona.name}:cron:${entry.name}:${new Date().toISOString().slice(0, 16).replace(/[-:T]/g, '')}-${randomUUID().slice(0, 8)}`
+          : `${persona.name}:cron:${entry.name}`;
+    await deps.jobs.enqueueTurn(
+      {
+        conversationId,
+        persona: persona.name,
+        kind,
+        prompt: `[${kind} "${entry.name}"] ${entry.prompt}`,
+        deliver: entry.deliver ? { connector: entry.deliver.connector, chat: entry.deliver.to, thread: entry.deliver.thread } : undefined,
+      },
+      undefined,
+      { id: stableUuid(key) },
+    );
+    log.info({ persona: persona.name, schedule: entry.name, kind }, 'schedule fired');
+  }
+
+  /** The persona's entries as its file says now (the loaded ones when the file became unreadable). */
+  function currentSchedules(persona: Persona): ScheduleEntry[] {
+    try {
+      persona.schedules = loadSchedules(persona.dir);
+    } catch (err) {
+      log.warn({ err: (err as Error).message, persona: persona.name }, 'schedules.jsonc unreadable; using the last good version');
+    }
+    return persona.schedules;
+  }
+
+  const scheduleKey = (persona: string, name: string) => `${persona}/${name}`;
+
+  /** Makes pg-boss's schedules match the personas' entries: added, changed and removed ones. */
+  async function syncSchedules(only?: Persona) {
+    const personas = only ? [only] : deps.personas();
+    const wanted = new Map<string, { persona: Persona; entry: ScheduleEntry }>();
+    for (const persona of personas) {
+      for (const entry of persona.schedules) if (entry.enabled !== false) wanted.set(scheduleKey(persona.name, entry.name), { persona, entry });
+    }
+    const existing = await boss.getSchedules(QUEUES.cron);
+    for (const schedule of existing) {
+      const owner = schedule.key.split('/')[0];
+      const inScope = only ? owner === only.name : true;
+      if (!inScope) continue;
+      const want = wanted.get(schedule.key);
+      if (!want) await boss.unschedule(QUEUES.cron, schedule.key);
+      else if (want.entry.cron === schedule.cron && schedule.timezone === deps.timezone) wanted.delete(schedule.key);
+    }
+    for (const [key, { persona, entry }] of wanted) {
+      await boss.schedule(QUEUES.cron, entry.cron, { persona: persona.name, name: entry.name } satisfies CronJobData, {
+        tz: deps.timezone,
+        key,
+        // A cron job missed while Parlor was down runs once when it is back; a missed heartbeat is simply skipped.
+        missed: entry.type === 'cron' ? 'once' : 'skip',
+      });
+    }
+  }
+
+  async function view(persona: Persona, entry: ScheduleEntry, paused: string[]): Promise<ScheduleView> {
+    let nextRun: string | undefined;
+    try {
+      nextRun = CronExpressionParser.parse(entry.cron, { tz: deps.timezone }).next().toDate().toISOString();
+    } catch {
+      nextRun = undefined;
+    }
+    return { ...entry, paused: paused.includes('*') || paused.includes(entry.name), nextRun: entry.enabled === false ? undefined : nextRun };
+  }
+
+  async function scheduleChanged(persona: Persona, entries: ScheduleEntry[]) {
+    persona.schedules = entries;
+    await syncSchedules(persona);
+  }
+
+  /** The scheduling a turn's tools get: its persona and conversation. */
+  function forTurn(scope: { persona: Persona; conversationId: string; origin?: Origin }): SchedulingApi {
+    const { persona } = scope;
+    const origin = scope.origin ? { connector: scope.origin.connector, chat: scope.origin.chat, thread: scope.origin.thread } : undefined;
+    const wakeupName = `wakeup:${scope.conversationId}`;
+    const find = (name: string) => {
+      const entries = currentSchedules(persona);
+      const index = entries.findIndex((e) => e.name === name);
+      if (index < 0) throw new ConfigError(`there is no schedule named "${name}"; existing: ${entries.map((e) => e.name).join(', ') || 'none'}`);
+      return { entries, index };
+    };
+    return {
+      async wakeup({ delayMs, message, loop }) {
+        return db.transaction(async (tx) => {
+          const replaced = await cancelReminder(tx, persona.name, wakeupName);
+          if (delayMs === 0) return { replaced: Boolean(replaced) };
+          const row = await insertReminder(tx, {
+            id: randomUUID(),
+            persona: persona.name,
+            name: wakeupName,
+            kind: 'wakeup',
+            conversationId: scope.conversationId,
+            prompt: message ?? '',
+            origin,
+            dueAt: new Date(Date.now() + delayMs),
+            everySeconds: loop ? Math.max(1, Math.round(delayMs / 1000)) : null,
+          });
+          await scheduleFiring(tx, row);
+          return { dueAt: row.dueAt, replaced: Boolean(replaced) };
+        });
+      },
+      async remind({ name, prompt, dueAt, everySeconds, until, deliver }) {
+        const row = await db.transaction(async (tx) => {
+          const inserted = await insertReminder(tx, {
+            id: randomUUID(),
+            persona: persona.name,
+            name,
+            kind: 'reminder',
+            conversationId: scope.conversationId,
+            prompt,
+            origin,
+            deliver,
+            dueAt,
+            everySeconds: everySeconds ?? null,
+            until: until ?? null,
+          });
+          await scheduleFiring(tx, inserted);
+          return inserted;
+        });
+        return reminderView(row);
+      },
+      async cancelReminder(name) {
+        return Boolean(await cancelReminder(db, persona.name, name));
+      },
+      async list() {
+        const paused = await pausedSchedules(db, persona.name);
+        const schedules = await Promise.all(currentSchedules(persona).map((e) => view(persona, e, paused)));
+        return { schedules, reminders: (await pendingReminders(db, persona.name)).map(reminderView) };
+      },
+      async addSchedule(entry) {
+        const entries = await editSchedules(persona.dir, () => ({ append: entry }));
+        await scheduleChanged(persona, entries);
+        return view(persona, entry, await pausedSchedules(db, persona.name));
+      },
+      async updateSchedule(name, patch) {
+        const { entries, index } = find(name);
+        const merged = { ...entries[index], ...patch, name };
+        const next = await editSchedules(persona.dir, () => ({ index, value: merged }));
+        await scheduleChanged(persona, next);
+        return view(persona, merged, await pausedSchedules(db, persona.name));
+      },
+      async removeSchedule(name) {
+        const { index } = find(name);
+        const next = await editSchedules(persona.dir, () => ({ index, value: undefined }));
+        await scheduleChanged(persona, next);
+      },
+      async runNow(name) {
+        const { entries, index } = find(name);
+        await enqueueScheduleTurn(persona, entries[index], `run-now:${randomUUID()}`);
+      },
+      async pause(name) {
+        if (name) find(name);
+        await pauseSchedules(db, persona.name, name ?? '*');
+      },
+      async resume(name) {
+        if (name) find(name);
+        await resumeSchedules(db, persona.name, name ?? '*');
+      },
+    };
+  }
+
+  return {
+    forTurn,
+    syncSchedules,
+    async start() {
+      reminderWorker = await boss.work<ReminderJobData>(
+        QUEUES.reminder,
+        { batchSize: 50, pollingIntervalSeconds: 1 },
+        async (jobs) => {
+          // Jobs of a batch fire side by side, a few at a time (each is a short transaction).
+          const queue = [...jobs];
+          const errors: unknown[] = [];
+          await Promise.all(
+            Array.from({ length: Math.min(deps.concurrency ?? 8, queue.length) }, async () => {
+              for (let job = queue.shift(); job; job = queue.shift()) {
+                await fireReminder(job).catch((err: unknown) => {
+                  log.error({ err, job: job!.id }, 'reminder firing failed; it is retried');
+                  errors.push(err);
+                });
+              }
+            }),
+          );
+          if (errors.length) throw errors[0];
+        },
+      );
+      await boss.work<CronJobData>(QUEUES.cron, { batchSize: 10, pollingIntervalSeconds: 2 }, async (jobs) => {
+        for (const job of jobs) await fireSchedule(job);
+      });
+      listener = await deps.database.sql.listen(TIMER_CHANNEL, () => void arm().catch(() => {}));
+      await syncSchedules();
+      await arm();
+    },
+    async stop() {
+      stopped = true;
+      clearTimeout(timer);
+      await listener?.unlisten().catch(() => {});
+      await boss.offWork(QUEUES.reminder, { wait: true }).catch(() => {});
+      await boss.offWork(QUEUES.cron, { wait: true }).catch(() => {});
+    },
+  };
+}
+
+function reminderView(row: ReminderRow): ReminderView {
+  return {
+    name: row.name,
+    kind: row.kind,
+    prompt: row.prompt,
+    dueAt: row.dueAt.toISOString(),
+    everySeconds: row.everySeconds ?? undefined,
+    until: row.until?.toISOString(),
+    deliver: (row.deliver as DeliveryTarget | null) ?? undefined,
+    fires: row.fires,
+  };
+}
+
+/** What the turn reads when a reminder or wake-up fires. */
+function firingPrompt(row: ReminderRow, lateMs: number, timezone: string): string {
+  const label = row.kind === 'wakeup' ? '[wake-up]' : `[reminder "${row.name}"]`;
+  const text = row.prompt || (row.kind === 'wakeup' ? 'You asked to be woken up now.' : '');
+  let late = '';
+  if (lateMs > LATE_AFTER_MS) {
+    const due = new Intl.DateTimeFormat('en-GB', { timeZone: timezone, dateStyle: 'medium', timeStyle: 'short' }).format(row.dueAt);
+    late = `\n(late: this was due at ${due} ${timezone} and fires ${formatLateness(lateMs)} late, because Parlor was not running then)`;
+  }
+  return `${label} ${text}${late}`.trim();
+}
+
+function formatLateness(ms: number): string {
+  const minutes = Math.round(ms / 60_000);
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  return `${hours} h ${minutes % 60} min`;
+}
