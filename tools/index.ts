@@ -3,6 +3,9 @@ import { createAskUserTool } from './ask-user.ts';
 import { createClockTool } from './clock.ts';
 import { createEndTaskTool } from './end-task.ts';
 import { createReactTool } from './react.ts';
+import { createRemindTool } from './remind.ts';
+import { createReplyToOriginTool } from './reply-to-origin.ts';
+import { createScheduleWakeupTool } from './schedule-wakeup.ts';
 import { createSendMessageTool } from './send-message.ts';
 import { createShellExecTool } from './shell-exec.ts';
 import { createThinkHarderTool } from './think-harder.ts';
@@ -17,5 +20,8 @@ export function createBuiltinTools(deps: { timezone: string }): Tool[] {
     createReactTool(),
     createAskUserTool(),
     createShellExecTool(),
+    createScheduleWakeupTool(),
+    createRemindTool({ timezone: deps.timezone }),
+    createReplyToOriginTool(),
   ];
 }

@@ -45,7 +45,9 @@ export function buildSystemPrompt(ctx: PromptContext): string {
             : 'a wake-up you scheduled earlier';
     lines.push(
       `- This is ${what}. Nobody reads your text here.`,
-      '- To tell someone something, call send_message. Speak only when it is worth their attention.',
+      ctx.toolNames.includes('reply_to_origin')
+        ? '- To tell the person this is for, call reply_to_origin once with your message; send_message reaches other chats. Speak only when it is worth their attention.'
+        : '- To tell someone something, call send_message. Speak only when it is worth their attention.',
       '- Finish by calling end_task: "ok" when you did the work, "skipped" when there was nothing worth doing or saying, "failed" when you could not do it.',
     );
     if (ctx.kind === 'heartbeat' && ctx.persona.heartbeat) lines.push('', '## Heartbeat checklist (HEARTBEAT.md)', ctx.persona.heartbeat);

@@ -178,3 +178,24 @@ describe('Telegram buttons', () => {
     await expect(telegram.send({ chat: String(OWNER), text: 'x', buttons: [[{ label: 'x', data: 'q:' + 'x'.repeat(70) }]] })).rejects.toThrow(/64-byte/);
   });
 });
+
+describe('Telegram reminders', () => {
+  it('a reminder 2 s ahead is delivered to the chat that asked, once', async () => {
+    fake.script({ toolCalls: [{ name: 'remind', arguments: { action: 'remind', prompt: 'Time to call Sam', in_seconds: 2 } }] }, { text: 'I will remind you.' });
+    fake.setDefault((req) =>
+      req.lastUserText.startsWith('[reminder')
+        ? { toolCalls: [{ name: 'reply_to_origin', arguments: { text: '⏰ Call Sam now.' } }, { name: 'end_task', arguments: { status: 'ok' } }] }
+        : { text: `echo: ${req.lastUserText}` },
+    );
+    const ana = client({ userId: OWNER, chatId: OWNER });
+    const asked = Date.now();
+    await ana.sendMessage(ana.makeMessage('remind me in 2 seconds to call Sam'));
+    await waitForBotMessages(OWNER, 1);
+    expect(sentTo(OWNER)[0].text).toBe('I will remind you.');
+    const [, reminder] = await waitForBotMessages(OWNER, 2);
+    expect(reminder.text).toBe('⏰ Call Sam now.');
+    expect(Date.now() - asked).toBeGreaterThanOrEqual(2000);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(sentTo(OWNER)).toHaveLength(2);
+  });
+});

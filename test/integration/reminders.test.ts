@@ -1,0 +1,239 @@
+// Reminders and wake-ups end to end: the model schedules them with its tools in a user turn, pg-boss fires them,
+// and the fired turn answers with reply_to_origin. Real Postgres and pg-boss, the fake model, a recording chat.
+import { sql } from 'drizzle-orm';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { App } from '../../src/app.ts';
+import { QUEUES } from '../../src/jobs/queues.ts';
+import { createBuiltinTools } from '../../tools/index.ts';
+import type { FakeHandler, RecordedRequest } from '../support/fake-llm.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+
+let h: Harness;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function toolResult(req: RecordedRequest): string {
+  return (req.body.messages as { role: string; content: string }[]).findLast((m) => m.role === 'tool')?.content ?? '';
+}
+
+/** Fired turns answer at once: their prompt goes back to the chat with reply_to_origin, and the turn ends. */
+const firedTurns: FakeHandler = (req) =>
+  /^\[(reminder|wake-up)/.test(req.lastUserText)
+    ? {
+        toolCalls: [
+          { name: 'reply_to_origin', arguments: { text: `⏰ ${req.lastUserText}` } },
+          { name: 'end_task', arguments: { status: 'ok' } },
+        ],
+      }
+    : { text: `echo: ${req.lastUserText}` };
+
+/** The user asks; the model calls `tool` with `args`, then says what the tool answered. */
+async function ask(tool: string, args: Record<string, unknown>, chat = 'u1'): Promise<string> {
+  h.fake.script({ toolCalls: [{ name: tool, arguments: args }] }, (req) => ({ text: `tool said: ${toolResult(req)}` }));
+  const before = h.chat.sent.length;
+  await h.chat.inject({ text: `please ${tool}`, chat: { id: chat, type: 'dm' }, sender: { id: chat, name: 'Ana' } });
+  const sent = await h.chat.waitForSent(before + 1);
+  return sent[before].text;
+}
+
+const fired = () => h.chat.sent.filter((m) => m.text.startsWith('⏰'));
+
+async function waitForFired(n: number, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (fired().length < n) {
+    if (Date.now() > deadline) throw new Error(`expected ${n} fired messages, got ${JSON.stringify(fired().map((m) => m.text))}`);
+    await sleep(25);
+  }
+  return fired();
+}
+
+beforeAll(async () => {
+  h = await startHarness({ app: { tools: createBuiltinTools({ timezone: 'UTC' }) } });
+});
+afterAll(() => h?.stop());
+beforeEach(async () => {
+  h.fake.reset();
+  h.fake.setDefault(firedTurns);
+  h.chat.sent.length = 0;
+  await h.query(sql`update reminders set status = 'cancelled' where status = 'pending'`);
+});
+
+describe('remind', () => {
+  it('a reminder 2 s ahead fires once, in the chat that asked, through reply_to_origin', async () => {
+    const said = await ask('remind', { action: 'remind', prompt: 'Remind Ana to call Sam', in_seconds: 2 });
+    expect(said).toMatch(/^tool said: reminder "ana-call-sam" set: next at /);
+    const started = Date.now();
+    const [message] = await waitForFired(1);
+    expect(Date.now() - started).toBeGreaterThan(1000);
+    expect(message.text).toBe('⏰ [reminder "ana-call-sam"] Remind Ana to call Sam');
+    expect(message.chat).toBe('u1');
+    await sleep(1500);
+    expect(fired()).toHaveLength(1);
+    const [row] = await h.query<{ status: string; fires: number }>(sql`select status, fires from reminders where name = 'ana-call-sam'`);
+    expect(row).toEqual({ status: 'done', fires: 1 });
+  });
+
+  it('a recurring reminder fires the right number of times and stops at until', async () => {
+    const until = new Date(Date.now() + 1000 + 2 * 1000 + 500).toISOString();
+    const said = await ask('remind', { action: 'remind', name: 'tick', prompt: 'tick', in_seconds: 1, every_seconds: 1, until });
+    expect(said).toMatch(/every 1s until/);
+    await waitForFired(3);
+    await sleep(2000);
+    expect(fired().map((m) => m.text)).toEqual(Array(3).fill('⏰ [reminder "tick"] tick'));
+    const [row] = await h.query<{ status: string; fires: number }>(sql`select status, fires from reminders where name = 'tick'`);
+    expect(row).toEqual({ status: 'done', fires: 3 });
+  });
+
+  it('cancel_reminder stops a recurring reminder', async () => {
+    await ask('remind', { action: 'remind', name: 'nag', prompt: 'nag', in_seconds: 1, every_seconds: 1 });
+    await waitForFired(1);
+    expect(await ask('remind', { action: 'cancel_reminder', name: 'nag' })).toBe('tool said: reminder "nag" cancelled');
+    const count = fired().length;
+    await sleep(2500);
+    expect(fired().length).toBe(count);
+    expect(await ask('remind', { action: 'cancel_reminder', name: 'nag' })).toMatch(/error: there is no pending reminder named "nag"/);
+  });
+
+  it('refuses a time in the past, and a second pending reminder with the same name (in the database too)', async () => {
+    const past = new Date(Date.now() - 60_000).toISOString();
+    expect(await ask('remind', { action: 'remind', name: 'late', prompt: 'x', at: past })).toMatch(/error: at .* is in the past/);
+    expect(await ask('remind', { action: 'remind', name: 'dentist', prompt: 'dentist', in_seconds: 3600 })).toMatch(/reminder "dentist" set/);
+    expect(await ask('remind', { action: 'remind', name: 'dentist', prompt: 'again', in_seconds: 7200 })).toMatch(
+      /error: a pending reminder named "dentist" exists already/,
+    );
+    // The database itself refuses it, whatever the code in front of it does.
+    await expect(
+      h.query(sql`insert into reminders (id, persona, name, kind, conversation_id, prompt, due_at) values (gen_random_uuid(), 'testy', 'dentist', 'reminder', 'c', 'p', now())`),
+    ).rejects.toThrow();
+    const rows = await h.query<{ n: number }>(sql`select count(*)::int as n from reminders where name = 'dentist' and status = 'pending'`);
+    expect(rows[0].n).toBe(1);
+  });
+
+  it('a naive time is in PARLOR_TIMEZONE; an unparsable one is refused with an example', async () => {
+    const year = new Date().getUTCFullYear() + 1;
+    expect(await ask('remind', { action: 'remind', name: 'naive', prompt: 'x', at: `${year}-01-02T09:00` })).toMatch(new RegExp(`next at ${year}-01-02 09:00:00 UTC`));
+    expect(await ask('remind', { action: 'remind', name: 'far', prompt: 'x', at: '2099-01-02T09:00' })).toMatch(/error: at .* is more than 10 years ahead/);
+    expect(await ask('remind', { action: 'remind', name: 'bad', prompt: 'x', at: 'tomorrow at nine' })).toMatch(/error: at "tomorrow at nine" is not an ISO 8601 time/);
+  });
+
+  it('list shows pending reminders with their next time', async () => {
+    await ask('remind', { action: 'remind', name: 'later', prompt: 'later on', in_seconds: 3600 });
+    const listed = await ask('remind', { action: 'list' });
+    expect(listed).toMatch(/Pending reminders:\n- later: next at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC — "later on"/);
+  });
+});
+
+describe('schedule_wakeup', () => {
+  it('fires once after the delay; a second call replaces the first', async () => {
+    expect(await ask('schedule_wakeup', { time: '1h', message: 'first' })).toMatch(/^tool said: wake-up set for /);
+    expect(await ask('schedule_wakeup', { time: '1s', message: 'second' })).toMatch(/it replaces the earlier one/);
+    const [message] = await waitForFired(1);
+    expect(message.text).toBe('⏰ [wake-up] second');
+    await sleep(1500);
+    expect(fired()).toHaveLength(1);
+  });
+
+  it('"0" cancels it', async () => {
+    await ask('schedule_wakeup', { time: '2s', message: 'never' });
+    expect(await ask('schedule_wakeup', { time: '0' })).toBe('tool said: wake-up cancelled');
+    await sleep(3000);
+    expect(fired()).toHaveLength(0);
+    expect(await ask('schedule_wakeup', { time: '0' })).toBe('tool said: ok: there was no wake-up to cancel');
+  });
+
+  it('loop re-arms after each firing until cancelled', async () => {
+    expect(await ask('schedule_wakeup', { time: '1s', message: 'again', loop: true })).toMatch(/it repeats every 1s/);
+    await waitForFired(3, 8000);
+    await ask('schedule_wakeup', { time: '0' });
+    const count = fired().length;
+    await sleep(2500);
+    expect(fired().length).toBe(count);
+  });
+
+  it('refuses a time it cannot read', async () => {
+    expect(await ask('schedule_wakeup', { time: 'soonish' })).toMatch(/error: time "soonish" is not a duration/);
+  });
+});
+
+describe('reply_to_origin', () => {
+  it('sends at most one message per turn; a second call is skipped with ok', async () => {
+    const afterTools = (req: RecordedRequest) => (req.body.messages as { role: string }[]).at(-1)!.role === 'tool';
+    h.fake.setDefault((req) =>
+      /^\[reminder/.test(req.lastUserText) && !afterTools(req)
+        ? {
+            toolCalls: [
+              { name: 'reply_to_origin', arguments: { text: '⏰ once' } },
+              { name: 'reply_to_origin', arguments: { text: '⏰ twice' } },
+            ],
+          }
+        : /^\[reminder/.test(req.lastUserText)
+          ? { toolCalls: [{ name: 'end_task', arguments: { status: 'ok', summary: toolResult(req) } }] }
+          : { text: `echo: ${req.lastUserText}` },
+    );
+    await ask('remind', { action: 'remind', name: 'double', prompt: 'x', in_seconds: 1 });
+    await waitForFired(1);
+    await sleep(1000);
+    expect(fired().map((m) => m.text)).toEqual(['⏰ once']);
+    const tools = h.fake.requests.flatMap((r) => (r.body.messages as { role: string; content: string }[]).filter((m) => m.role === 'tool').map((m) => m.content));
+    expect(tools).toContain('ok: your reply already went to chat:u1 in this turn; not sent again');
+  });
+
+  it('goes to deliver_to when the reminder named one', async () => {
+    await ask('remind', { action: 'remind', name: 'elsewhere', prompt: 'x', in_seconds: 1, deliver_connector: 'chat', deliver_to: 'u2' });
+    const [message] = await waitForFired(1);
+    expect(message.chat).toBe('u2');
+  });
+});
+
+describe('across restarts and processes', () => {
+  it('a reminder due while Parlor is down fires once when it is back, marked as late', async () => {
+    await ask('remind', { action: 'remind', name: 'while-down', prompt: 'water the plants', in_seconds: 1 });
+    // Stop the app's workers (as if it were down), let the time pass, and pretend it was due two hours ago.
+    const peer = await h.startPeer({ worker: false });
+    await h.app.scheduler.stop();
+    await h.query(sql`update reminders set due_at = now() - interval '2 hours' where name = 'while-down'`);
+    await sleep(1500);
+    expect(fired()).toHaveLength(0);
+    const worker = await h.startPeer({ connectors: () => [], remoteConnectors: ['chat'] });
+    try {
+      const [message] = await waitForFired(1);
+      expect(message.text).toMatch(/^⏰ \[reminder "while-down"\] water the plants\n\(late: this was due at .* UTC and fires 2 h 0 min late, because Parlor was not running then\)$/);
+      await sleep(1500);
+      expect(fired()).toHaveLength(1);
+    } finally {
+      await worker.stop();
+      await peer.stop();
+      await h.app.scheduler.start();
+    }
+  });
+
+  it('a restart between scheduling and the due time: it still fires exactly once', async () => {
+    await ask('remind', { action: 'remind', name: 'restart', prompt: 'after restart', in_seconds: 3 });
+    await h.app.scheduler.stop();
+    await h.app.scheduler.start();
+    await waitForFired(1);
+    await sleep(1500);
+    expect(fired()).toHaveLength(1);
+  });
+
+  it('two processes on one database: each reminder fires once', async () => {
+    const peers: App[] = [await h.startPeer(), await h.startPeer()];
+    try {
+      for (let i = 0; i < 10; i++) await ask('remind', { action: 'remind', name: `both-${i}`, prompt: `r${i}`, in_seconds: 2 });
+      await waitForFired(10);
+      await sleep(2000);
+      expect(fired().map((m) => m.text).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `⏰ [reminder "both-${i}"] r${i}`).sort());
+    } finally {
+      for (const peer of peers) await peer.stop();
+    }
+  });
+
+  it('a firing job delivered twice posts once', async () => {
+    await ask('remind', { action: 'remind', name: 'redelivered', prompt: 'only once', in_seconds: 1 });
+    await waitForFired(1);
+    const [row] = await h.query<{ id: string }>(sql`select id from reminders where name = 'redelivered'`);
+    // The same firing again, as pg-boss would hand it out after a crash before the job was marked complete.
+    await h.app.jobs.boss.send(QUEUES.reminder, { reminderId: row.id, fire: 0 });
+    await sleep(2000);
+    expect(fired().map((m) => m.text)).toEqual(['⏰ [reminder "redelivered"] only once']);
+  });
+});

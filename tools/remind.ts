@@ -1,0 +1,238 @@
+import { DateTime } from 'luxon';
+import type { ScheduleEntry } from '#src/config/persona.ts';
+import { DuplicateReminderName } from '#src/db/reminders.ts';
+import type { DeliveryTarget, ReminderView, ScheduleView, SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
+import { isAllowed } from './send-message.ts';
+
+type Action = 'list' | 'add' | 'update' | 'remove' | 'run_now' | 'remind' | 'cancel_reminder' | 'pause' | 'resume';
+
+interface Args {
+  action: Action;
+  name?: string;
+  prompt?: string;
+  at?: string;
+  in_seconds?: number;
+  every_seconds?: number;
+  until?: string;
+  deliver_connector?: string;
+  deliver_to?: string;
+  type?: 'heartbeat' | 'cron';
+  cron?: string;
+  fresh?: boolean;
+  enabled?: boolean;
+  deliver?: { connector: string; to: string; thread?: string };
+}
+
+/** A time this far in the past still counts as now (the model's clock and ours differ a little). */
+const PAST_GRACE_MS = 5000;
+const MAX_AHEAD_MS = 10 * 365 * 24 * 3600_000;
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
+
+/**
+ * Reminders (one-shot or recurring turns at a time) and the persona's `schedules.jsonc` entries (heartbeat and
+ * cron), in one tool. Naive times are in the schedule time zone.
+ */
+export function createRemindTool(deps: { timezone: string }): Tool<Args> {
+  return {
+    name: 'remind',
+    description:
+      'Reminders and schedules. action "remind": a reminder turn at `at` (ISO 8601; without an offset it is in ' +
+      `${deps.timezone}) or in \`in_seconds\`, optionally every \`every_seconds\` until \`until\`; \`prompt\` is what you will be told then; ` +
+      '`name` is optional (one is made from the prompt); deliver_connector + deliver_to send the result elsewhere. ' +
+      '"cancel_reminder" {name}. "list": schedules and pending reminders with their next time. ' +
+      '"add" {name, type: heartbeat|cron, cron: 5 fields, prompt, fresh?, deliver?}, "update" {name, ...fields}, "remove" {name}, ' +
+      '"run_now" {name}: your schedules.jsonc entries, live without a restart. "pause"/"resume" {name?}: hold or release heartbeat and cron runs.',
+    parameters: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['action'],
+      properties: {
+        action: { enum: ['list', 'add', 'update', 'remove', 'run_now', 'remind', 'cancel_reminder', 'pause', 'resume'] },
+        name: { type: 'string', minLength: 1, maxLength: 80 },
+        prompt: { type: 'string', minLength: 1, maxLength: 4000 },
+        at: { type: 'string', minLength: 1 },
+        in_seconds: { type: 'number', minimum: 0 },
+        every_seconds: { type: 'integer', minimum: 1 },
+        until: { type: 'string', minLength: 1 },
+        deliver_connector: { type: 'string', minLength: 1 },
+        deliver_to: { type: 'string', minLength: 1 },
+        type: { enum: ['heartbeat', 'cron'] },
+        cron: { type: 'string', minLength: 1 },
+        fresh: { type: 'boolean' },
+        enabled: { type: 'boolean' },
+        deliver: {
+          type: 'object',
+          additionalProperties: false,
+          required: ['connector', 'to'],
+          properties: { connector: { type: 'string', minLength: 1 }, to: { type: 'string', minLength: 1 }, thread: { type: 'string' } },
+        },
+      },
+    },
+    async run(args, ctx) {
+      const scheduling = ctx.scheduling;
+      if (!scheduling) return 'error: scheduling is not available here';
+      try {
+        return await act(args, ctx, scheduling, deps.timezone);
+      } catch (err) {
+        // Configuration problems (a bad cron expression, a duplicate name) are the model's to fix.
+        if (err instanceof Error && (err.name === 'ConfigError' || err instanceof DuplicateReminderName)) return `error: ${err.message}`;
+        throw err;
+      }
+    },
+  };
+}
+
+async function act(args: Args, ctx: ToolContext, scheduling: SchedulingApi, timezone: string): Promise<string> {
+  const need = (field: keyof Args) => (args[field] === undefined ? `error: ${args.action} needs ${field}` : undefined);
+  switch (args.action) {
+    case 'list':
+      return describeList(await scheduling.list(), timezone);
+    case 'remind':
+      return addReminder(args, ctx, scheduling, timezone);
+    case 'cancel_reminder': {
+      if (need('name')) return need('name')!;
+      return (await scheduling.cancelReminder(args.name!)) ? `reminder "${args.name}" cancelled` : `error: there is no pending reminder named "${args.name}"`;
+    }
+    case 'add': {
+      for (const field of ['name', 'type', 'cron', 'prompt'] as const) if (need(field)) return need(field)!;
+      const entry: ScheduleEntry = {
+        name: args.name!,
+        type: args.type!,
+        cron: args.cron!,
+        prompt: args.prompt!,
+        ...(args.fresh !== undefined ? { fresh: args.fresh } : {}),
+        ...(args.enabled !== undefined ? { enabled: args.enabled } : {}),
+        ...(args.deliver ? { deliver: args.deliver } : {}),
+      };
+      return `added: ${describeSchedule(await scheduling.addSchedule(entry), timezone)}`;
+    }
+    case 'update': {
+      if (need('name')) return need('name')!;
+      const patch: Partial<ScheduleEntry> = {};
+      if (args.type) patch.type = args.type;
+      if (args.cron) patch.cron = args.cron;
+      if (args.prompt) patch.prompt = args.prompt;
+      if (args.fresh !== undefined) patch.fresh = args.fresh;
+      if (args.enabled !== undefined) patch.enabled = args.enabled;
+      if (args.deliver) patch.deliver = args.deliver;
+      if (Object.keys(patch).length === 0) return 'error: update needs at least one of type, cron, prompt, fresh, enabled, deliver';
+      return `updated: ${describeSchedule(await scheduling.updateSchedule(args.name!, patch), timezone)}`;
+    }
+    case 'remove':
+      if (need('name')) return need('name')!;
+      await scheduling.removeSchedule(args.name!);
+      return `removed schedule "${args.name}"`;
+    case 'run_now':
+      if (need('name')) return need('name')!;
+      await scheduling.runNow(args.name!);
+      return `schedule "${args.name}" is running now, in its own turn`;
+    case 'pause':
+      await scheduling.pause(args.name);
+      return args.name ? `schedule "${args.name}" paused` : 'all your heartbeat and cron schedules are paused';
+    case 'resume':
+      await scheduling.resume(args.name);
+      return args.name ? `schedule "${args.name}" resumed` : 'your heartbeat and cron schedules are resumed';
+  }
+}
+
+async function addReminder(args: Args, ctx: ToolContext, scheduling: SchedulingApi, timezone: string): Promise<string> {
+  if (!args.prompt) return 'error: remind needs prompt (what you will be told when it fires)';
+  if ((args.at === undefined) === (args.in_seconds === undefined)) return 'error: give exactly one of at (a date and time) or in_seconds';
+  const now = Date.now();
+  let dueAt: Date;
+  if (args.at !== undefined) {
+    const parsed = parseTime(args.at, timezone);
+    if ('error' in parsed) return `error: at ${parsed.error}`;
+    dueAt = parsed.date;
+  } else {
+    dueAt = new Date(now + args.in_seconds! * 1000);
+  }
+  if (dueAt.getTime() < now - PAST_GRACE_MS) {
+    return `error: at ${dueAt.toISOString()} is in the past (it is now ${new Date(now).toISOString()}); give a future time`;
+  }
+  if (dueAt.getTime() < now) dueAt = new Date(now);
+  if (dueAt.getTime() > now + MAX_AHEAD_MS) return `error: at ${dueAt.toISOString()} is more than 10 years ahead`;
+  let until: Date | undefined;
+  if (args.until !== undefined) {
+    if (!args.every_seconds) return 'error: until only makes sense with every_seconds';
+    const parsed = parseTime(args.until, timezone);
+    if ('error' in parsed) return `error: until ${parsed.error}`;
+    if (parsed.date <= dueAt) return 'error: until must be after the first time';
+    until = parsed.date;
+  }
+  let deliver: DeliveryTarget | undefined;
+  if (args.deliver_connector || args.deliver_to) {
+    if (!args.deliver_connector || !args.deliver_to) return 'error: give both deliver_connector and deliver_to, or neither';
+    if (!ctx.connectorIds().includes(args.deliver_connector)) return `error: no connector named "${args.deliver_connector}" is configured`;
+    deliver = { connector: args.deliver_connector, chat: args.deliver_to };
+    if (!isAllowed(ctx.persona, deliver, ctx)) return `error: ${args.deliver_connector}:${args.deliver_to} is not one of your chats`;
+  }
+  if (args.name !== undefined && !NAME.test(args.name)) return 'error: name may hold letters, digits, _ . and -, and starts with a letter or digit';
+
+  const request = { prompt: args.prompt, dueAt, everySeconds: args.every_seconds, until, deliver };
+  let view: ReminderView;
+  if (args.name !== undefined) {
+    try {
+      view = await scheduling.remind({ ...request, name: args.name });
+    } catch (err) {
+      if (err instanceof DuplicateReminderName) return `error: ${err.message}; pick another name, or cancel_reminder it first`;
+      throw err;
+    }
+  } else {
+    // A name made from the prompt; a number is added while it is taken.
+    const base = nameFrom(args.prompt);
+    for (let i = 1; ; i++) {
+      try {
+        view = await scheduling.remind({ ...request, name: i === 1 ? base : `${base}-${i}` });
+        break;
+      } catch (err) {
+        if (!(err instanceof DuplicateReminderName) || i >= 50) throw err;
+      }
+    }
+  }
+  return `reminder "${view.name}" set: ${describeReminder(view, timezone)}`;
+}
+
+/** ISO 8601; a time without an offset is in the schedule time zone. */
+export function parseTime(text: string, timezone: string): { date: Date } | { error: string } {
+  const parsed = DateTime.fromISO(text.trim(), { zone: timezone, setZone: true });
+  if (!parsed.isValid) return { error: `"${text}" is not an ISO 8601 time (e.g. "2026-12-01T09:00" or "2026-12-01T09:00:00+01:00")` };
+  return { date: parsed.toJSDate() };
+}
+
+function nameFrom(prompt: string): string {
+  const words = prompt
+    .toLowerCase()
+    .normalize('NFKD')
+    .replace(/[^a-z0-9\s-]/g, ' ')
+    .split(/\s+/)
+    .filter((w) => w && !['remind', 'me', 'to', 'the', 'a', 'an', 'please', 'that', 'i', 'should'].includes(w));
+  return words.slice(0, 4).join('-').slice(0, 40).replace(/-+$/, '') || 'reminder';
+}
+
+function local(iso: string, timezone: string): string {
+  return DateTime.fromISO(iso).setZone(timezone).toFormat("yyyy-LL-dd HH:mm:ss ZZZZ");
+}
+
+function describeReminder(r: ReminderView, timezone: string): string {
+  const parts = [`next at ${local(r.dueAt, timezone)}`];
+  if (r.everySeconds) parts.push(`every ${r.everySeconds}s${r.until ? ` until ${local(r.until, timezone)}` : ''}`);
+  if (r.deliver) parts.push(`delivered to ${r.deliver.connector}:${r.deliver.chat}`);
+  return `${parts.join(', ')} — "${r.prompt}"`;
+}
+
+function describeSchedule(s: ScheduleView, timezone: string): string {
+  const state = s.enabled === false ? 'disabled' : s.paused ? 'paused' : s.nextRun ? `next at ${local(s.nextRun, timezone)}` : '';
+  return `${s.name} (${s.type}, "${s.cron}"${s.fresh ? ', fresh' : ''}${state ? `, ${state}` : ''}) — "${s.prompt}"`;
+}
+
+function describeList(list: { schedules: ScheduleView[]; reminders: ReminderView[] }, timezone: string): string {
+  const lines = [`Schedules (${timezone}):`];
+  lines.push(...(list.schedules.length ? list.schedules.map((s) => `- ${describeSchedule(s, timezone)}`) : ['- none']));
+  lines.push('Pending reminders:');
+  const reminders = list.reminders.filter((r) => r.kind === 'reminder');
+  lines.push(...(reminders.length ? reminders.map((r) => `- ${r.name}: ${describeReminder(r, timezone)}`) : ['- none']));
+  const wakeups = list.reminders.filter((r) => r.kind === 'wakeup');
+  if (wakeups.length) lines.push('Wake-ups:', ...wakeups.map((r) => `- ${describeReminder(r, timezone)}`));
+  return lines.join('\n');
+}

@@ -1,0 +1,49 @@
+import { parseDuration } from '#src/tools/duration.ts';
+import type { Tool } from '#src/tools/types.ts';
+
+interface Args {
+  time: string | number;
+  message?: string;
+  loop?: boolean;
+}
+
+const MAX_DELAY_MS = 365 * 24 * 3600_000;
+
+/** One wake-up per conversation: a later call replaces it, `"0"` cancels it, `loop` re-arms it after each firing. */
+export function createScheduleWakeupTool(): Tool<Args> {
+  return {
+    name: 'schedule_wakeup',
+    description:
+      'Wake yourself up later in this conversation: after `time` ("90s", "30m", "2h", or a number of minutes) `message` arrives as a new turn. ' +
+      'There is one wake-up per conversation: a new call replaces it, and time "0" cancels it. loop: true repeats it every `time` until cancelled.',
+    parameters: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['time'],
+      properties: {
+        time: { type: ['string', 'number'] },
+        message: { type: 'string', maxLength: 4000 },
+        loop: { type: 'boolean' },
+      },
+    },
+    async run(args, ctx) {
+      if (!ctx.scheduling) return 'error: scheduling is not available here';
+      const delay = parseDuration(args.time, 'minutes');
+      if ('error' in delay) return `error: time ${delay.error}; "0" cancels`;
+      if (delay.ms === 0) {
+        const { replaced } = await ctx.scheduling.wakeup({ delayMs: 0 });
+        return replaced ? 'wake-up cancelled' : 'ok: there was no wake-up to cancel';
+      }
+      if (delay.ms < 1000) return 'error: time must be at least 1 second';
+      if (delay.ms > MAX_DELAY_MS) return 'error: time must be at most 365 days; use remind with a date for later';
+      const { dueAt, replaced } = await ctx.scheduling.wakeup({ delayMs: delay.ms, message: args.message, loop: args.loop });
+      return [
+        `wake-up set for ${dueAt!.toISOString()}`,
+        replaced ? 'it replaces the earlier one' : undefined,
+        args.loop ? `it repeats every ${String(args.time)} until you cancel it with time "0"` : undefined,
+      ]
+        .filter(Boolean)
+        .join('; ');
+    },
+  };
+}
