@@ -156,3 +156,10 @@ export async function hasPendingQuestion(db: Queryable, conversationId: string):
     .limit(1);
   return rows.length > 0;
 }
+
+/** Forgets resolved questions older than `olderThan` whose messages are updated. */
+export async function pruneQuestions(db: Queryable, olderThan: Date): Promise<void> {
+  await db
+    .delete(questions)
+    .where(and(ne(questions.status, 'pending'), sql`${questions.closedAt} is not null`, lte(questions.createdAt, olderThan)));
+}

@@ -1,4 +1,4 @@
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, lt, ne, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
 import { reminders, schedulePauses } from './schema.ts';
 
@@ -92,4 +92,11 @@ export async function isSchedulePaused(db: Queryable, persona: string, name: str
     .where(and(eq(schedulePauses.persona, persona), inArray(schedulePauses.name, ['*', name])))
     .limit(1);
   return rows.length > 0;
+}
+
+/** Forgets finished and cancelled reminders last touched before `olderThan`. */
+export async function pruneReminders(db: Queryable, olderThan: Date): Promise<void> {
+  await db
+    .delete(reminders)
+    .where(and(ne(reminders.status, 'pending'), lt(sql`coalesce(${reminders.lastFiredAt}, ${reminders.createdAt})`, olderThan.toISOString())));
 }

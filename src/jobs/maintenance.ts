@@ -6,6 +6,8 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { pruneInboundEvents } from '#src/db/inbound-events.ts';
 import { failStaleOutbound, pruneOutbound } from '#src/db/outbound-messages.ts';
+import { pruneQuestions } from '#src/db/questions.ts';
+import { pruneReminders } from '#src/db/reminders.ts';
 import { failOrphanedTurns, failTurnOfJob } from '#src/db/turns.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
@@ -21,7 +23,8 @@ const STALE_SENDING_SECONDS = 600;
  *   the user is told, and the job is deleted so the conversation moves on;
  * - a turn left 'running' with no live job behind it is marked failed (it would look busy forever);
  * - a message left 'sending' by a process that died mid-send is marked failed, so the turn's retry may send it;
- * - dedupe records and finished ledger rows older than any redelivery are pruned.
+ * - dedupe records, finished ledger rows, finished reminders and resolved questions older than any redelivery are
+ *   pruned.
  */
 export function startMaintenance(deps: {
   database: Database;
@@ -77,6 +80,8 @@ export function startMaintenance(deps: {
       if (stale) deps.log.warn({ count: stale }, 'messages whose sender stopped mid-send marked failed');
       await pruneInboundEvents(db, new Date(Date.now() - INBOUND_RETENTION_MS));
       await pruneOutbound(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
+      await pruneReminders(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
+      await pruneQuestions(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
     } catch (err) {
       deps.log.warn({ err }, 'maintenance step failed');
     }

@@ -61,3 +61,27 @@ describe('a turn job that failed for good', () => {
     expect(left.n).toBe(0);
   });
 });
+
+describe('pruning', () => {
+  it('forgets old finished reminders and resolved questions, and keeps pending ones', async () => {
+    const peer = await h.startPeer({ connectors: () => [] });
+    try {
+      await h.query(sql`
+        insert into reminders (id, persona, name, kind, conversation_id, prompt, due_at, status, created_at, last_fired_at) values
+          (gen_random_uuid(), 'testy', 'old-done', 'reminder', 'c', 'p', now() - interval '60 days', 'done', now() - interval '60 days', now() - interval '60 days'),
+          (gen_random_uuid(), 'testy', 'old-pending', 'reminder', 'c', 'p', now() + interval '1 day', 'pending', now() - interval '60 days', null),
+          (gen_random_uuid(), 'testy', 'recent-done', 'reminder', 'c', 'p', now(), 'done', now() - interval '1 day', now())`);
+      await h.query(sql`
+        insert into questions (id, kind, persona, conversation_id, method, text, choices, status, expires_at, closed_at, created_at) values
+          ('old-closed', 'ask', 'testy', 'c', 'ask_user', 'q', '[]'::jsonb, 'answered', now() - interval '60 days', now() - interval '60 days', now() - interval '60 days'),
+          ('old-open', 'ask', 'testy', 'c', 'ask_user', 'q', '[]'::jsonb, 'pending', now() + interval '1 day', null, now() - interval '60 days')`);
+      await peer.maintenance!.runOnce();
+      const reminders = await h.query<{ name: string }>(sql`select name from reminders order by name`);
+      expect(reminders.map((r) => r.name)).toEqual(['old-pending', 'recent-done']);
+      const questions = await h.query<{ id: string }>(sql`select id from questions`);
+      expect(questions.map((q) => q.id)).toEqual(['old-open']);
+    } finally {
+      await peer.stop();
+    }
+  });
+});
