@@ -44,7 +44,10 @@ export interface LoopResult {
   /** What the user should see at the end of a user turn (already stripped of internal text). */
   reply?: string;
   summary?: string;
+  /** The whole error, for the log and the turn's record. */
   error?: string;
+  /** A few words people may see (a background turn's warning): never a provider's raw error. */
+  reason?: string;
   usage: Usage;
   modelCalls: number;
 }
@@ -120,7 +123,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
     } catch (err) {
       if (options.signal?.aborted) return finish({ status: 'cancelled' });
       const error = err instanceof ModelError ? err : new ModelError({ message: String(err), kind: 'request' }, { cause: err });
-      return finish({ status: 'failed', error: `model: ${error.message}`, reply: options.background ? undefined : apology(error) });
+      return finish({ status: 'failed', error: `model: ${error.message}`, reason: shortReason(error), reply: options.background ? undefined : apology(error) });
     } finally {
       options.signal?.removeEventListener('abort', abortCall);
     }
@@ -203,6 +206,21 @@ function sortKeys(value: unknown): unknown {
     return Object.fromEntries(Object.keys(value).sort().map((k) => [k, sortKeys((value as Record<string, unknown>)[k])]));
   }
   return value;
+}
+
+function shortReason(error: ModelError): string {
+  switch (error.kind) {
+    case 'rate_limited':
+      return 'the model was rate-limiting';
+    case 'auth':
+      return 'the model API key was refused';
+    case 'network':
+      return 'the model could not be reached';
+    case 'server':
+      return 'the model service failed';
+    default:
+      return 'the model rejected the request';
+  }
 }
 
 function apology(error: ModelError): string {

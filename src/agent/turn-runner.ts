@@ -277,7 +277,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       error: result.error,
     });
     log.info({ status: result.status, modelCalls: result.modelCalls, tokens: result.usage }, 'turn finished');
-    if (result.status === 'failed' && data.kind !== 'user') await warnPrimary(persona, data, turnId, result.error);
+    if (result.status === 'failed' && data.kind !== 'user') await warnPrimary(persona, data, turnId, result.reason ?? result.error);
   }
 
   /** A background turn that fails says so in the persona's primary chat, never silently. */
@@ -346,8 +346,11 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   };
 }
 
-export function backgroundFailureWarning(persona: string, kind: TurnKind, error?: string): string {
-  return `⚠️ ${persona}: a ${kind} turn failed${error ? ` (${error})` : ''}.`;
+/** The short line a failed background turn leaves in the primary chat; the details stay in the log. */
+export function backgroundFailureWarning(persona: string, kind: TurnKind, reason?: string): string {
+  const line = reason?.split('\n')[0].trim();
+  const short = line && line.length > 80 ? `${line.slice(0, 80)}…` : line;
+  return `⚠️ ${persona}: a ${kind === 'wake' ? 'reminder' : kind} turn failed${short ? ` (${short})` : ''}.`;
 }
 
 /** A background turn's opening message: the prompt as framed by whatever started it, else labelled by kind. */

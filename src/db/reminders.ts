@@ -71,7 +71,7 @@ export async function pauseSchedules(db: Queryable, persona: string, name: strin
   await db.insert(schedulePauses).values({ persona, name }).onConflictDoNothing();
 }
 
-/** Releases a pause; `*` releases all of the persona's. Returns how many were released. */
+/** Releases one entry's pause; `*` releases every pause of the persona. Returns how many were released. */
 export async function resumeSchedules(db: Queryable, persona: string, name: string): Promise<number> {
   const released = await db
     .delete(schedulePauses)

@@ -301,8 +301,21 @@ export function createScheduler(deps: {
         await pauseSchedules(db, persona.name, name ?? '*');
       },
       async resume(name) {
-        if (name) find(name);
-        await resumeSchedules(db, persona.name, name ?? '*');
+        // Without a name: everything, the pause of all and single ones.
+        if (!name) {
+          await resumeSchedules(db, persona.name, '*');
+          return;
+        }
+        const { entries } = find(name);
+        await db.transaction(async (tx) => {
+          if ((await pausedSchedules(tx, persona.name)).includes('*')) {
+            // Released from a pause of all: the others stay held, one by one.
+            await resumeSchedules(tx, persona.name, '*');
+            for (const other of entries) if (other.name !== name) await pauseSchedules(tx, persona.name, other.name);
+          } else {
+            await resumeSchedules(tx, persona.name, name);
+          }
+        });
       },
     };
   }
