@@ -1,5 +1,6 @@
 import { DateTime } from 'luxon';
 import type { ScheduleEntry } from '#src/config/persona.ts';
+import { scheduleEntryProperties } from '#src/config/persona-schemas.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';
 import type { DeliveryTarget, ReminderView, ScheduleView, SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
 import { isAllowed } from './send-message.ts';
@@ -56,16 +57,11 @@ export function createRemindTool(deps: { timezone: string }): Tool<Args> {
         until: { type: 'string', minLength: 1 },
         deliver_connector: { type: 'string', minLength: 1 },
         deliver_to: { type: 'string', minLength: 1 },
-        type: { enum: ['heartbeat', 'cron'] },
-        cron: { type: 'string', minLength: 1 },
-        fresh: { type: 'boolean' },
-        enabled: { type: 'boolean' },
-        deliver: {
-          type: 'object',
-          additionalProperties: false,
-          required: ['connector', 'to'],
-          properties: { connector: { type: 'string', minLength: 1 }, to: { type: 'string', minLength: 1 }, thread: { type: 'string' } },
-        },
+        type: scheduleEntryProperties.type,
+        cron: scheduleEntryProperties.cron,
+        fresh: scheduleEntryProperties.fresh,
+        enabled: scheduleEntryProperties.enabled,
+        deliver: scheduleEntryProperties.deliver,
       },
     },
     async run(args, ctx) {

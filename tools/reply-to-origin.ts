@@ -1,4 +1,5 @@
 import type { Tool } from '#src/tools/types.ts';
+import { deliveryOutcome } from './send-message.ts';
 
 interface Args {
   text: string;
@@ -28,16 +29,7 @@ export function createReplyToOriginTool(): Tool<Args> {
       if (!target) return 'error: this turn has no chat to reply to, and no "primary" is set in connectors.jsonc; use send_message with connector and to';
       const where = `${target.connector}:${target.chat}${target.thread ? `:${target.thread}` : ''}`;
       const result = await ctx.deliver(target, args.text, { dedupe: `reply-to-origin:${where}` });
-      switch (result.status) {
-        case 'sent':
-          return `sent to ${where}`;
-        case 'queued':
-          return `queued for ${where}`;
-        case 'duplicate':
-          return `ok: your reply already went to ${where} in this turn; not sent again`;
-        case 'failed':
-          return `error: could not send to ${where}: ${result.error}`;
-      }
+      return deliveryOutcome(result, where, 'your reply already went');
     },
   };
 }

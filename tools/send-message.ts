@@ -1,5 +1,5 @@
 import type { Persona } from '#src/config/persona.ts';
-import type { DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
+import type { DeliveryResult, DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
 import { resolveWorkspaceFile } from '#src/tools/workspace.ts';
 
 interface Args {
@@ -52,16 +52,7 @@ export function createSendMessageTool(): Tool<Args> {
         return `dry run: would send ${args.text.length} characters${files ? ` and ${files.length} file(s)` : ''} to ${where}; nothing was sent`;
       }
       const result = await ctx.deliver(target, args.text, files ? { files } : undefined);
-      switch (result.status) {
-        case 'sent':
-          return `sent to ${where}`;
-        case 'queued':
-          return `queued for ${where}`;
-        case 'duplicate':
-          return `ok: the same message was already sent to ${where} in this turn; not sent again`;
-        case 'failed':
-          return `error: could not send to ${where}: ${result.error}`;
-      }
+      return deliveryOutcome(result, where, 'the same message was already sent');
     },
   };
 }
@@ -93,4 +84,18 @@ export function isAllowed(persona: Persona, target: DeliveryTarget, ctx: ToolCon
   if (persona.primary && persona.primary.connector === target.connector && persona.primary.to === target.chat) return true;
   if (persona.channels.some((c) => c.connector === target.connector && c.chat === target.chat)) return true;
   return persona.users.includes(`${target.connector}:${target.chat}`);
+}
+
+/** What a send tool tells the model about a delivery. */
+export function deliveryOutcome(result: DeliveryResult, where: string, duplicate: string): string {
+  switch (result.status) {
+    case 'sent':
+      return `sent to ${where}`;
+    case 'queued':
+      return `queued for ${where}`;
+    case 'duplicate':
+      return `ok: ${duplicate} to ${where} in this turn; not sent again`;
+    case 'failed':
+      return `error: could not send to ${where}: ${result.error}`;
+  }
 }

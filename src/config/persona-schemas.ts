@@ -51,25 +51,28 @@ export const toolsSchema = {
   },
 } as const;
 
+/** The fields of one `schedules.jsonc` entry (the `remind` tool takes them too). */
+export const scheduleEntryProperties = {
+  name: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*$' },
+  type: { enum: ['heartbeat', 'cron'] },
+  cron: { type: 'string', minLength: 1 },
+  prompt: { type: 'string', minLength: 1 },
+  fresh: { type: 'boolean' },
+  enabled: { type: 'boolean' },
+  deliver: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['connector', 'to'],
+    properties: { connector: connectorId, to: { type: 'string', minLength: 1 }, thread: { type: 'string' } },
+  },
+} as const;
+
 export const schedulesSchema = {
   type: 'array',
   items: {
     type: 'object',
     additionalProperties: false,
     required: ['name', 'type', 'cron', 'prompt'],
-    properties: {
-      name: { type: 'string', pattern: '^[A-Za-z0-9][A-Za-z0-9_.-]*$' },
-      type: { enum: ['heartbeat', 'cron'] },
-      cron: { type: 'string', minLength: 1 },
-      prompt: { type: 'string', minLength: 1 },
-      fresh: { type: 'boolean' },
-      enabled: { type: 'boolean' },
-      deliver: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['connector', 'to'],
-        properties: { connector: connectorId, to: { type: 'string', minLength: 1 }, thread: { type: 'string' } },
-      },
-    },
+    properties: scheduleEntryProperties,
   },
 } as const;

@@ -30,7 +30,7 @@ import type { Delivery } from '#src/agent/delivery.ts';
 import type { JobSystem } from '#src/jobs/boss.ts';
 import { withRetries } from '#src/retry.ts';
 import type { ApprovalGate } from '#src/tools/runner.ts';
-import type { ChoiceSpec, DeliveryTarget, Origin, RemoteMethodRequest, TurnKind } from '#src/tools/types.ts';
+import type { ChoiceSpec, DeliveryTarget, RemoteMethodRequest, ToolContext } from '#src/tools/types.ts';
 import { decodeChoice, encodeChoice, newQuestionId, shortQuestionId } from './codec.ts';
 import { summarizeArgs } from './summary.ts';
 
@@ -68,14 +68,7 @@ export interface QuestionView {
 export type QuestionEvent = { type: 'method.pending' | 'method.done'; question: QuestionView };
 
 /** The turn a question belongs to. */
-export interface QuestionScope {
-  persona: Persona;
-  conversationId: string;
-  turnId: string;
-  kind: TurnKind;
-  origin?: Origin;
-  signal: AbortSignal;
-}
+export type QuestionScope = Pick<ToolContext, 'persona' | 'conversationId' | 'turnId' | 'kind' | 'origin' | 'signal'>;
 
 export class RemoteMethodTimeout extends Error {
   override name = 'RemoteMethodTimeout';

@@ -218,8 +218,11 @@ describe('across restarts and processes', () => {
   it('two processes on one database: each reminder fires once', async () => {
     const peers: App[] = [await h.startPeer(), await h.startPeer()];
     try {
-      for (let i = 0; i < 10; i++) await ask('remind', { action: 'remind', name: `both-${i}`, prompt: `r${i}`, in_seconds: 2 });
-      await waitForFired(10);
+      const persona = h.app.personas[0];
+      const scheduling = h.app.scheduler.forTurn({ persona, conversationId: 'testy:chat:u1', origin: { connector: 'chat', chat: 'u1' } });
+      const dueAt = new Date(Date.now() + 1500);
+      for (let i = 0; i < 10; i++) await scheduling.remind({ name: `both-${i}`, prompt: `r${i}`, dueAt });
+      await waitForFired(10, 30_000);
       await sleep(2000);
       expect(fired().map((m) => m.text).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `⏰ [reminder "both-${i}"] r${i}`).sort());
     } finally {
