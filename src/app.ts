@@ -2,7 +2,7 @@
 import type { Logger } from 'pino';
 import { createBuiltinTools } from '#tools/index.ts';
 import type { Connector } from '#src/connector.ts';
-import { requireModel, type Settings } from '#src/config/env.ts';
+import { requireModel, settingSecrets, type Settings } from '#src/config/env.ts';
 import { loadPersonas, type Persona } from '#src/config/persona.ts';
 import { connectDatabase, migrateDatabase, type Database } from '#src/db/client.ts';
 import { conversationIsIdle } from '#src/db/conversations.ts';
@@ -116,7 +116,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     await questions.start();
     cleanups.push(() => questions.stop());
     const scheduler = createScheduler({ database, jobs, personas: () => personas, timezone: settings.timezone, log });
-    const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }), questions.approvalGate);
+    const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }), questions.approvalGate, settingSecrets(settings));
     const runner = createTurnRunner({
       database,
       personas: () => personas,

@@ -13,14 +13,22 @@ export interface PromptContext {
   toolNames: string[];
 }
 
+const formats = new Map<string, Intl.DateTimeFormat>();
+
+/** One formatter per time zone: making one costs more than the rest of the prompt. */
+function dateFormat(timezone: string): Intl.DateTimeFormat {
+  let format = formats.get(timezone);
+  if (!format) {
+    format = new Intl.DateTimeFormat('en-GB', { timeZone: timezone, dateStyle: 'full', timeStyle: 'short' });
+    formats.set(timezone, format);
+  }
+  return format;
+}
+
 /** The system prompt: the persona's soul, then what the persona needs to know about this turn. */
 export function buildSystemPrompt(ctx: PromptContext): string {
   const now = ctx.now ?? new Date();
-  const when = new Intl.DateTimeFormat('en-GB', {
-    timeZone: ctx.timezone,
-    dateStyle: 'full',
-    timeStyle: 'short',
-  }).format(now);
+  const when = dateFormat(ctx.timezone).format(now);
   const lines: string[] = [ctx.persona.soul, '', '## This turn', `- You are "${ctx.persona.name}". It is ${when} (${ctx.timezone}).`];
 
   const background = ctx.kind !== 'user';

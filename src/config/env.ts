@@ -167,3 +167,25 @@ function apiToken(env: Record<string, string | undefined>): string | undefined {
   if (token.length < 16) throw new ConfigError('PARLOR_API_TOKEN is too short; use at least 16 characters (e.g. `openssl rand -hex 32`)');
   return token;
 }
+
+/** Every secret value in the settings, so tool output can be scrubbed of them. */
+export function settingSecrets(settings: Settings): string[] {
+  const { telegram, discord, slack } = settings.connectors;
+  const password = (() => {
+    try {
+      return settings.databaseUrl ? decodeURIComponent(new URL(settings.databaseUrl).password) : '';
+    } catch {
+      return '';
+    }
+  })();
+  return [
+    settings.llm?.apiKey,
+    settings.http.apiToken,
+    telegram?.token,
+    discord?.token,
+    slack?.botToken,
+    slack?.appToken,
+    slack?.signingSecret,
+    password,
+  ].filter((v): v is string => typeof v === 'string' && v.length > 0);
+}

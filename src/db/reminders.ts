@@ -56,12 +56,12 @@ export async function pendingReminders(db: Queryable, persona: string): Promise<
     .orderBy(asc(reminders.dueAt));
 }
 
-/** Due times of the next pending reminders (of every persona). */
+/** Due times of the next pending reminders still ahead (of every persona). */
 export async function upcomingDueTimes(db: Queryable, limit = 1): Promise<Date[]> {
   const rows = await db
     .select({ dueAt: reminders.dueAt })
     .from(reminders)
-    .where(eq(reminders.status, 'pending'))
+    .where(and(eq(reminders.status, 'pending'), sql`${reminders.dueAt} > now()`))
     .orderBy(asc(reminders.dueAt))
     .limit(limit);
   return rows.map((r) => r.dueAt);

@@ -60,24 +60,39 @@ export function createScheduler(deps: {
   let listener: { unlisten(): Promise<void> } | undefined;
   let stopped = false;
 
-  const notifyTimers = (tx: Queryable) => tx.execute(sql`select pg_notify(${TIMER_CHANNEL}, '')`);
+  /** Tells every process (after commit) that something falls due at `dueAt`. */
+  const notifyTimers = (tx: Queryable, dueAt: Date) => tx.execute(sql`select pg_notify(${TIMER_CHANNEL}, ${dueAt.toISOString()})`);
+  let generation = 0;
 
-  /** Wakes the reminder worker at the next due time, instead of waiting for its poll. */
+  /** Wakes the reminder worker at the next due time still ahead, instead of waiting for its poll. */
   async function arm() {
     if (stopped || !reminderWorker) return;
+    const mine = ++generation;
     const [next] = await upcomingDueTimes(db);
+    // A later call has looked since: its answer is the newer one.
+    if (mine !== generation) return;
     clearTimeout(timer);
     if (!next) return;
-    const delay = Math.max(0, next.getTime() - Date.now() + 5);
     // Far-off times are looked at again later; a timer that long would only drift.
     timer = setTimeout(
       () => {
-        if (reminderWorker) boss.notifyWorker(reminderWorker);
-        setTimeout(() => void arm().catch(() => {}), 50).unref();
+        wake();
+        void arm().catch(() => {});
       },
-      Math.min(delay, 3_600_000),
+      Math.min(Math.max(0, next.getTime() - Date.now() + 5), 3_600_000),
     );
     timer.unref();
+  }
+
+  const wake = () => {
+    if (reminderWorker && !stopped) boss.notifyWorker(reminderWorker);
+  };
+
+  /** Something was scheduled somewhere: due now, the worker looks at once; later, the timer is set for it. */
+  function onTimerNotice(payload: string) {
+    const due = Date.parse(payload);
+    if (Number.isFinite(due) && due <= Date.now() + 5) wake();
+    void arm().catch(() => {});
   }
 
   async function scheduleFiring(tx: Queryable, row: ReminderRow) {
@@ -88,7 +103,7 @@ export function createScheduler(deps: {
       startAfter: row.dueAt,
       retentionSeconds: Math.ceil(delaySeconds) + RETENTION_AFTER_DUE_SECONDS,
     });
-    await notifyTimers(tx);
+    await notifyTimers(tx, row.dueAt);
   }
 
   /** One firing: the turn is enqueued and the next firing scheduled in the transaction that records it. */
@@ -326,7 +341,8 @@ export function createScheduler(deps: {
     async start() {
       reminderWorker = await boss.work<ReminderJobData>(
         QUEUES.reminder,
-        { batchSize: 50, pollingIntervalSeconds: 1 },
+        // A full batch is followed by the next at once; the poll is only the fallback to the timer.
+        { batchSize: 50, pollingIntervalSeconds: 1, burstWhenBatchFull: true },
         async (jobs) => {
           // Jobs of a batch fire side by side, a few at a time (each is a short transaction).
           const queue = [...jobs];
@@ -347,7 +363,7 @@ export function createScheduler(deps: {
       await boss.work<CronJobData>(QUEUES.cron, { batchSize: 10, pollingIntervalSeconds: 2 }, async (jobs) => {
         for (const job of jobs) await fireSchedule(job);
       });
-      listener = await deps.database.sql.listen(TIMER_CHANNEL, () => void arm().catch(() => {}));
+      listener = await deps.database.sql.listen(TIMER_CHANNEL, onTimerNotice);
       await syncSchedules();
       await arm();
     },

@@ -21,6 +21,8 @@ export class ToolRunner {
   constructor(
     private readonly tools: readonly Tool[],
     private readonly approvalGate?: ApprovalGate,
+    /** Parlor's own secrets (API keys, tokens): masked in every tool's output, like the persona's. */
+    private readonly ownSecrets: readonly string[] = [],
   ) {
     for (const tool of tools) this.validators.set(tool.name, this.ajv.compile(tool.parameters));
   }
@@ -144,7 +146,7 @@ export class ToolRunner {
   }
 
   private clean(text: string, ctx: ToolContext): string {
-    const scrubbed = scrubSecrets(text, Object.values(ctx.persona.secrets));
+    const scrubbed = scrubSecrets(text, [...Object.values(ctx.persona.secrets), ...this.ownSecrets]);
     return scrubbed.length > MAX_RESULT_CHARS
       ? `${scrubbed.slice(0, MAX_RESULT_CHARS)}\n[truncated: ${scrubbed.length - MAX_RESULT_CHARS} more characters]`
       : scrubbed;

@@ -9,6 +9,8 @@ import { startEmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
 
 export async function createBenchDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
   const scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-bench-'));
+  // Traversable by the postgres user (root runs Postgres as that user), so the data stays in the scratch folder.
+  await fs.chmod(scratch, 0o711);
   const given = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
   const embedded = given ? undefined : await startEmbeddedPostgres(path.join(scratch, 'home'));
   const adminUrl = given ?? embedded!.url;
