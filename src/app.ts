@@ -115,7 +115,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     const questions = createQuestions({ database, delivery, jobs, personas: () => personas, connectors, log, sweepMs: options.questionSweepMs });
     await questions.start();
     cleanups.push(() => questions.stop());
-    const scheduler = createScheduler({ database, jobs, personas: () => personas, timezone: settings.timezone, log });
+    const scheduler = createScheduler({ database, jobs, personas: () => personas, timezone: settings.timezone, log, knownConnectors });
     const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }), questions.approvalGate, settingSecrets(settings));
     const runner = createTurnRunner({
       database,

@@ -26,7 +26,10 @@ interface Args {
 
 /** A time this far in the past still counts as now (the model's clock and ours differ a little). */
 const PAST_GRACE_MS = 5000;
-const MAX_AHEAD_MS = 10 * 365 * 24 * 3600_000;
+const TEN_YEARS_SECONDS = 10 * 365 * 24 * 3600;
+const MAX_AHEAD_MS = TEN_YEARS_SECONDS * 1000;
+/** Actions that change the persona's standing work: in a group, only its own people may take them. */
+const OWNER_ACTIONS: readonly Action[] = ['add', 'update', 'remove', 'run_now', 'pause', 'resume'];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
 
 /**
@@ -52,8 +55,8 @@ export function createRemindTool(deps: { timezone: string }): Tool<Args> {
         name: { type: 'string', minLength: 1, maxLength: 80 },
         prompt: { type: 'string', minLength: 1, maxLength: 4000 },
         at: { type: 'string', minLength: 1 },
-        in_seconds: { type: 'number', minimum: 0 },
-        every_seconds: { type: 'integer', minimum: 1 },
+        in_seconds: { type: 'number', minimum: 0, maximum: TEN_YEARS_SECONDS },
+        every_seconds: { type: 'integer', minimum: 1, maximum: TEN_YEARS_SECONDS },
         until: { type: 'string', minLength: 1 },
         deliver_connector: { type: 'string', minLength: 1 },
         deliver_to: { type: 'string', minLength: 1 },
@@ -79,6 +82,10 @@ export function createRemindTool(deps: { timezone: string }): Tool<Args> {
 }
 
 async function act(args: Args, ctx: ToolContext, scheduling: SchedulingApi, timezone: string): Promise<string> {
+  const sender = ctx.origin?.sender ?? '';
+  if (OWNER_ACTIONS.includes(args.action) && ctx.origin?.chatType === 'group' && !ctx.persona.users.includes(sender) && !ctx.persona.approvers.includes(sender)) {
+    return `error: only the persona's own users can ${args.action.replace('_', ' ')} its schedules; ask them`;
+  }
   const need = (field: keyof Args) => (args[field] === undefined ? `error: ${args.action} needs ${field}` : undefined);
   switch (args.action) {
     case 'list':
@@ -87,6 +94,8 @@ async function act(args: Args, ctx: ToolContext, scheduling: SchedulingApi, time
       return addReminder(args, ctx, scheduling, timezone);
     case 'cancel_reminder': {
       if (need('name')) return need('name')!;
+      // Wake-ups belong to their conversations: schedule_wakeup with time "0" cancels this one's.
+      if (!NAME.test(args.name!)) return `error: there is no pending reminder named "${args.name}"`;
       return (await scheduling.cancelReminder(args.name!)) ? `reminder "${args.name}" cancelled` : `error: there is no pending reminder named "${args.name}"`;
     }
     case 'add': {

@@ -1,3 +1,4 @@
+import { DuplicateReminderName } from '#src/db/reminders.ts';
 import { parseDuration } from '#src/tools/duration.ts';
 import type { Tool } from '#src/tools/types.ts';
 
@@ -36,7 +37,15 @@ export function createScheduleWakeupTool(): Tool<Args> {
       }
       if (delay.ms < 1000) return 'error: time must be at least 1 second';
       if (delay.ms > MAX_DELAY_MS) return 'error: time must be at most 365 days; use remind with a date for later';
-      const { dueAt, replaced } = await ctx.scheduling.wakeup({ delayMs: delay.ms, message: args.message, loop: args.loop });
+      let set: Awaited<ReturnType<NonNullable<typeof ctx.scheduling>['wakeup']>>;
+      try {
+        set = await ctx.scheduling.wakeup({ delayMs: delay.ms, message: args.message, loop: args.loop });
+      } catch (err) {
+        // Two calls at once in one turn: the first one stands.
+        if (err instanceof DuplicateReminderName) return 'error: another schedule_wakeup call in this turn set the wake-up first; call it once';
+        throw err;
+      }
+      const { dueAt, replaced } = set;
       return [
         `wake-up set for ${dueAt!.toISOString()}`,
         replaced ? 'it replaces the earlier one' : undefined,

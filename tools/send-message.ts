@@ -1,4 +1,4 @@
-import type { Persona } from '#src/config/persona.ts';
+import { isPersonaChat, type Persona } from '#src/config/persona.ts';
 import type { DeliveryResult, DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
 import { resolveWorkspaceFile } from '#src/tools/workspace.ts';
 
@@ -76,14 +76,13 @@ function resolveTarget(args: Args, ctx: ToolContext): DeliveryTarget | { error: 
 export function isAllowed(persona: Persona, target: DeliveryTarget, ctx: ToolContext): boolean {
   const { origin } = ctx;
   if (origin && origin.connector === target.connector && origin.chat === target.chat) return true;
-  // In a group, anyone may talk to the persona; only its own people may have it post elsewhere.
-  if (ctx.kind === 'user' && origin?.chatType === 'group') {
+  // In a group, anyone may talk to the persona; only its own people may have it post elsewhere, now or in a
+  // reminder or wake-up they set there.
+  if (origin?.chatType === 'group') {
     const sender = origin.sender ?? '';
     if (!persona.users.includes(sender) && !persona.approvers.includes(sender)) return false;
   }
-  if (persona.primary && persona.primary.connector === target.connector && persona.primary.to === target.chat) return true;
-  if (persona.channels.some((c) => c.connector === target.connector && c.chat === target.chat)) return true;
-  return persona.users.includes(`${target.connector}:${target.chat}`);
+  return isPersonaChat(persona, target);
 }
 
 /** What a send tool tells the model about a delivery. */

@@ -126,6 +126,13 @@ export function loadPersona(dir: string): Persona {
   };
 }
 
+/** Whether a chat is one of the persona's own: its primary, one of its channels, or a DM with one of its users. */
+export function isPersonaChat(persona: Persona, target: { connector: string; chat: string }): boolean {
+  if (persona.primary && persona.primary.connector === target.connector && persona.primary.to === target.chat) return true;
+  if (persona.channels.some((c) => c.connector === target.connector && c.chat === target.chat)) return true;
+  return persona.users.includes(`${target.connector}:${target.chat}`);
+}
+
 /** A persona's `schedules.jsonc`, checked: schema, unique names, 5-field cron expressions. */
 export function loadSchedules(dir: string): ScheduleEntry[] {
   const file = path.join(dir, 'schedules.jsonc');

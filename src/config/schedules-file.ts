@@ -10,8 +10,8 @@ const FORMAT = { formattingOptions: { insertSpaces: true, tabSize: 2 } };
 const queues = new Map<string, Promise<unknown>>();
 
 /**
- * Edits a persona's `schedules.jsonc` in place, keeping its comments: `change` gets the current entries and
- * returns the edits to make. The result is checked like the file is at start-up before it is written (atomically);
+ * Edits a persona's `schedules.jsonc` in place, keeping its comments: `change` gets the entries as the file holds
+ * them now and returns the edit to make (it may throw a ConfigError, a missing name say). The result is checked like the file is at start-up before it is written (atomically);
  * a problem throws a ConfigError and leaves the file as it was.
  */
 export function editSchedules(
@@ -24,12 +24,14 @@ export function editSchedules(
     if (stripComments(text).trim() === '') text = `${text.trimEnd()}${text.trim() ? '\n' : ''}[]\n`;
     const errors: ParseError[] = [];
     const current = (parseJsonc(text, errors, { allowTrailingComma: true }) ?? []) as ScheduleEntry[];
-    if (errors.length) throw new ConfigError(`${file} cannot be parsed; fix it by hand first`);
-    checkSchedules(file, current);
+    // Messages name the file as the persona knows it, not by its place on this machine.
+    const label = 'schedules.jsonc';
+    if (errors.length) throw new ConfigError(`${label} cannot be parsed; fix it by hand first`);
+    checkSchedules(label, current);
     const edit = change(current);
     const edits = 'append' in edit ? modify(text, [current.length], edit.append, { ...FORMAT, isArrayInsertion: true }) : modify(text, [edit.index], edit.value, FORMAT);
     const next = applyEdits(text, edits);
-    const entries = checkSchedules(file, parseJsonc(next, [], { allowTrailingComma: true }));
+    const entries = checkSchedules(label, parseJsonc(next, [], { allowTrailingComma: true }));
     const temporary = `${file}.${process.pid}.tmp`;
     fs.writeFileSync(temporary, next);
     fs.renameSync(temporary, file);

@@ -100,3 +100,18 @@ export async function pruneReminders(db: Queryable, olderThan: Date): Promise<vo
     .delete(reminders)
     .where(and(ne(reminders.status, 'pending'), lt(sql`coalesce(${reminders.lastFiredAt}, ${reminders.createdAt})`, olderThan.toISOString())));
 }
+
+/** Pending reminders overdue by more than `graceSeconds` with no live job to fire them (their job was lost). */
+export async function strandedReminders(db: Queryable, graceSeconds: number): Promise<ReminderRow[]> {
+  return db
+    .select()
+    .from(reminders)
+    .where(
+      and(
+        eq(reminders.status, 'pending'),
+        sql`${reminders.dueAt} < now() - make_interval(secs => ${graceSeconds})`,
+        sql`not exists (select 1 from pgboss.job j where j.name = 'reminder' and j.data->>'reminderId' = ${reminders.id}::text and j.state in ('created', 'retry', 'active'))`,
+      ),
+    )
+    .limit(100);
+}

@@ -214,7 +214,7 @@ export const reminders = pgTable(
     conversationId: text('conversation_id').notNull(),
     prompt: text('prompt').notNull(),
     /** The chat that asked (where `reply_to_origin` answers when no `deliver` is set). */
-    origin: jsonb('origin').$type<{ connector: string; chat: string; thread?: string }>(),
+    origin: jsonb('origin').$type<{ connector: string; chat: string; thread?: string; chatType?: 'dm' | 'group'; sender?: string }>(),
     deliver: jsonb('deliver').$type<{ connector: string; chat: string; thread?: string }>(),
     /** When it fires next. */
     dueAt: timestamp('due_at', { withTimezone: true }).notNull(),

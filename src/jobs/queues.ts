@@ -19,6 +19,8 @@ export interface TurnJobData {
   origin?: Origin;
   /** Where `reply_to_origin` delivers (a reminder's `deliver_to`, a schedule's `deliver`); the origin when absent. */
   deliver?: DeliveryTarget;
+  /** What started a background turn (`reminder:<id>`), so a repeat can tell its previous turn is still waiting. */
+  source?: string;
 }
 
 export interface ReminderJobData {

@@ -3,7 +3,7 @@ import { CronExpressionParser } from 'cron-parser';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { ConfigError } from '#src/config/errors.ts';
-import { loadSchedules, type Persona, type ScheduleEntry } from '#src/config/persona.ts';
+import { isPersonaChat, loadSchedules, type Persona, type ScheduleEntry } from '#src/config/persona.ts';
 import { editSchedules } from '#src/config/schedules-file.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
 import {
@@ -15,6 +15,7 @@ import {
   pauseSchedules,
   pendingReminders,
   recordReminderFired,
+  strandedReminders,
   resumeSchedules,
   upcomingDueTimes,
   type ReminderRow,
@@ -27,6 +28,8 @@ import { QUEUES, type CronJobData, type ReminderJobData, type TurnJobData } from
 const TIMER_CHANNEL = 'parlor_timer';
 /** A firing this much after its time says so in the turn (Parlor was down, say). */
 const LATE_AFTER_MS = 60_000;
+/** A pending reminder this long overdue with no job behind it has lost its job. */
+const STRANDED_AFTER_SECONDS = 120;
 /** How long a reminder job outlives its due time before pg-boss may drop it unstarted. */
 const RETENTION_AFTER_DUE_SECONDS = 30 * 24 * 3600;
 
@@ -49,6 +52,8 @@ export function createScheduler(deps: {
   personas: () => readonly Persona[];
   timezone: string;
   log: Logger;
+  /** Connectors that run somewhere in this deployment (a schedule's `deliver` must name one). */
+  knownConnectors: () => string[];
   /** How many reminders fire at once. */
   concurrency?: number;
 }) {
@@ -106,6 +111,13 @@ export function createScheduler(deps: {
     await notifyTimers(tx, row.dueAt);
   }
 
+  async function turnStillQueued(tx: Queryable, source: string): Promise<boolean> {
+    const rows = await tx.execute(
+      sql`select 1 from pgboss.job where name = ${QUEUES.turn} and state in ('created', 'retry') and data->>'source' = ${source} limit 1`,
+    );
+    return (rows as unknown as unknown[]).length > 0;
+  }
+
   /** One firing: the turn is enqueued and the next firing scheduled in the transaction that records it. */
   async function fireReminder(job: { id: string; data: ReminderJobData }) {
     const fired = await db.transaction(async (tx) => {
@@ -124,6 +136,11 @@ export function createScheduler(deps: {
         if (row.until && next > row.until) next = undefined;
       }
       await recordReminderFired(tx, row.id, { fires: row.fires + 1, dueAt: next ?? row.dueAt, status: next ? 'pending' : 'done' });
+      if (next) await scheduleFiring(tx, { ...row, fires: row.fires + 1, dueAt: next });
+      // A repeat whose previous turn has not run yet is skipped: turns slower than the interval never pile up.
+      if (row.fires > 0 && row.everySeconds && (await turnStillQueued(tx, `reminder:${row.id}`))) {
+        return { row, lateMs, skipped: true };
+      }
       const data: TurnJobData = {
         conversationId: row.conversationId,
         persona: row.persona,
@@ -131,12 +148,12 @@ export function createScheduler(deps: {
         prompt: firingPrompt(row, lateMs, deps.timezone),
         origin: row.origin ?? undefined,
         deliver: row.deliver ?? undefined,
+        source: `reminder:${row.id}`,
       };
       await deps.jobs.enqueueTurn(data, tx, { id: stableUuid(`reminder-turn:${row.id}:${row.fires}`) });
-      if (next) await scheduleFiring(tx, { ...row, fires: row.fires + 1, dueAt: next });
-      return { row, lateMs };
+      return { row, lateMs, skipped: false };
     });
-    if (fired) log.info({ reminder: fired.row.name, persona: fired.row.persona, lateMs: fired.lateMs }, 'reminder fired');
+    if (fired) log.info({ reminder: fired.row.name, persona: fired.row.persona, lateMs: fired.lateMs, skipped: fired.skipped || undefined }, 'reminder fired');
   }
 
   /** A heartbeat or cron occurrence: the entry is read from its file now, so edits apply without a restart. */
@@ -204,14 +221,15 @@ export function createScheduler(deps: {
       if (!inScope) continue;
       const want = wanted.get(schedule.key);
       if (!want) await boss.unschedule(QUEUES.cron, schedule.key);
-      else if (want.entry.cron === schedule.cron && schedule.timezone === deps.timezone) wanted.delete(schedule.key);
+      else if (want.entry.cron === schedule.cron && schedule.timezone === deps.timezone && schedule.options?.missed === missedPolicy(want.entry)) {
+        wanted.delete(schedule.key);
+      }
     }
     for (const [key, { persona, entry }] of wanted) {
       await boss.schedule(QUEUES.cron, entry.cron, { persona: persona.name, name: entry.name } satisfies CronJobData, {
         tz: deps.timezone,
         key,
-        // A cron job missed while Parlor was down runs once when it is back; a missed heartbeat is simply skipped.
-        missed: entry.type === 'cron' ? 'once' : 'skip',
+        missed: missedPolicy(entry),
       });
     }
   }
@@ -234,13 +252,37 @@ export function createScheduler(deps: {
   /** The scheduling a turn's tools get: its persona and conversation. */
   function forTurn(scope: { persona: Persona; conversationId: string; origin?: Origin }): SchedulingApi {
     const { persona } = scope;
-    const origin = scope.origin ? { connector: scope.origin.connector, chat: scope.origin.chat, thread: scope.origin.thread } : undefined;
+    // Who set it, and where: a reminder set in a group may reach only what its sender could reach.
+    const origin = scope.origin && {
+      connector: scope.origin.connector,
+      chat: scope.origin.chat,
+      thread: scope.origin.thread,
+      chatType: scope.origin.chatType,
+      sender: scope.origin.sender,
+    };
     const wakeupName = `wakeup:${scope.conversationId}`;
-    const find = (name: string) => {
-      const entries = currentSchedules(persona);
+    const find = (entries: ScheduleEntry[], name: string) => {
       const index = entries.findIndex((e) => e.name === name);
       if (index < 0) throw new ConfigError(`there is no schedule named "${name}"; existing: ${entries.map((e) => e.name).join(', ') || 'none'}`);
-      return { entries, index };
+      return index;
+    };
+    /**
+     * Changes the file and pg-boss's schedules together, one change at a time per persona across every process
+     * (an advisory lock): two edits never lose each other, and the schedules follow the file.
+     */
+    const edit = (change: Parameters<typeof editSchedules>[1]) =>
+      db.transaction(async (tx) => {
+        await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`parlor:schedules:${persona.name}`}))`);
+        const entries = await editSchedules(persona.dir, change);
+        await scheduleChanged(persona, entries);
+        return entries;
+      });
+    const checkDeliver = (deliver: ScheduleEntry['deliver']) => {
+      if (!deliver) return;
+      if (!deps.knownConnectors().includes(deliver.connector)) throw new ConfigError(`deliver: no connector named "${deliver.connector}" is configured`);
+      if (!isPersonaChat(persona, { connector: deliver.connector, chat: deliver.to })) {
+        throw new ConfigError(`deliver: ${deliver.connector}:${deliver.to} is not one of your chats (users, channels or primary in connectors.jsonc)`);
+      }
     };
     return {
       async wakeup({ delayMs, message, loop }) {
@@ -291,28 +333,29 @@ export function createScheduler(deps: {
         return { schedules, reminders: (await pendingReminders(db, persona.name)).map(reminderView) };
       },
       async addSchedule(entry) {
-        const entries = await editSchedules(persona.dir, () => ({ append: entry }));
-        await scheduleChanged(persona, entries);
+        checkDeliver(entry.deliver);
+        await edit(() => ({ append: entry }));
         return view(persona, entry, await pausedSchedules(db, persona.name));
       },
       async updateSchedule(name, patch) {
-        const { entries, index } = find(name);
-        const merged = { ...entries[index], ...patch, name };
-        const next = await editSchedules(persona.dir, () => ({ index, value: merged }));
-        await scheduleChanged(persona, next);
-        return view(persona, merged, await pausedSchedules(db, persona.name));
+        checkDeliver(patch.deliver);
+        let merged: ScheduleEntry | undefined;
+        await edit((entries) => {
+          const index = find(entries, name);
+          merged = { ...entries[index], ...patch, name };
+          return { index, value: merged };
+        });
+        return view(persona, merged!, await pausedSchedules(db, persona.name));
       },
       async removeSchedule(name) {
-        const { index } = find(name);
-        const next = await editSchedules(persona.dir, () => ({ index, value: undefined }));
-        await scheduleChanged(persona, next);
+        await edit((entries) => ({ index: find(entries, name), value: undefined }));
       },
       async runNow(name) {
-        const { entries, index } = find(name);
-        await enqueueScheduleTurn(persona, entries[index], `run-now:${randomUUID()}`);
+        const entries = currentSchedules(persona);
+        await enqueueScheduleTurn(persona, entries[find(entries, name)], `run-now:${randomUUID()}`);
       },
       async pause(name) {
-        if (name) find(name);
+        if (name) find(currentSchedules(persona), name);
         await pauseSchedules(db, persona.name, name ?? '*');
       },
       async resume(name) {
@@ -321,7 +364,8 @@ export function createScheduler(deps: {
           await resumeSchedules(db, persona.name, '*');
           return;
         }
-        const { entries } = find(name);
+        const entries = currentSchedules(persona);
+        find(entries, name);
         await db.transaction(async (tx) => {
           if ((await pausedSchedules(tx, persona.name)).includes('*')) {
             // Released from a pause of all: the others stay held, one by one.
@@ -335,9 +379,28 @@ export function createScheduler(deps: {
     };
   }
 
+  /**
+   * Every minute: a pending reminder whose job was lost (failed for good, deleted) gets a new one, and pg-boss's
+   * schedules are matched to the files again (hand edits included).
+   */
+  async function housekeeping() {
+    for (const row of await strandedReminders(db, STRANDED_AFTER_SECONDS)) {
+      await deps.jobs.send(QUEUES.reminder, { reminderId: row.id, fire: row.fires } satisfies ReminderJobData, {
+        id: stableUuid(`reminder:${row.id}:${row.fires}:rescue:${Math.floor(Date.now() / 600_000)}`),
+        retentionSeconds: RETENTION_AFTER_DUE_SECONDS,
+      });
+      log.warn({ reminder: row.name, persona: row.persona }, 'reminder had lost its job; sent again');
+    }
+    for (const persona of deps.personas()) currentSchedules(persona);
+    await syncSchedules();
+  }
+  let housekeepingTimer: NodeJS.Timeout | undefined;
+  let housekeepingRun: Promise<void> | undefined;
+
   return {
     forTurn,
     syncSchedules,
+    housekeeping,
     async start() {
       reminderWorker = await boss.work<ReminderJobData>(
         QUEUES.reminder,
@@ -366,15 +429,28 @@ export function createScheduler(deps: {
       listener = await deps.database.sql.listen(TIMER_CHANNEL, onTimerNotice);
       await syncSchedules();
       await arm();
+      housekeepingTimer = setInterval(() => {
+        housekeepingRun ??= housekeeping()
+          .catch((err: unknown) => log.warn({ err }, 'scheduler housekeeping failed'))
+          .finally(() => (housekeepingRun = undefined));
+      }, 60_000);
+      housekeepingTimer.unref();
     },
     async stop() {
       stopped = true;
       clearTimeout(timer);
+      clearInterval(housekeepingTimer);
+      await housekeepingRun;
       await listener?.unlisten().catch(() => {});
       await boss.offWork(QUEUES.reminder, { wait: true }).catch(() => {});
       await boss.offWork(QUEUES.cron, { wait: true }).catch(() => {});
     },
   };
+}
+
+/** A cron job missed while Parlor was down runs once when it is back; a missed heartbeat is simply skipped. */
+function missedPolicy(entry: ScheduleEntry): 'once' | 'skip' {
+  return entry.type === 'cron' ? 'once' : 'skip';
 }
 
 function reminderView(row: ReminderRow): ReminderView {

@@ -239,4 +239,39 @@ describe('across restarts and processes', () => {
     await sleep(2000);
     expect(fired().map((m) => m.text)).toEqual(['⏰ [reminder "redelivered"] only once']);
   });
+
+  it('a pending reminder whose job was lost is given a new one by housekeeping, and fires once', async () => {
+    await h.query(sql`
+      insert into reminders (id, persona, name, kind, conversation_id, prompt, origin, due_at)
+      values (gen_random_uuid(), 'testy', 'stranded', 'reminder', 'testy:chat:u1', 'found again', '{"connector":"chat","chat":"u1"}'::jsonb, now() - interval '10 minutes')`);
+    await h.app.scheduler.housekeeping();
+    const [message] = await waitForFired(1);
+    expect(message.text).toMatch(/^⏰ \[reminder "stranded"\] found again\n\(late: /);
+    await h.app.scheduler.housekeeping();
+    await sleep(1500);
+    expect(fired()).toHaveLength(1);
+  });
+});
+
+describe('repeats that outpace their turns', () => {
+  it('a repeat whose previous turn has not started yet is skipped, so slow turns never pile up', async () => {
+    // A slow user turn holds the conversation; the reminder's turns queue behind it.
+    h.fake.script({ text: 'slow answer', delayMs: 3500 });
+    await h.chat.inject({ text: 'take your time' });
+    await sleep(200);
+    await h.app.scheduler
+      .forTurn({ persona: h.app.personas[0], conversationId: 'testy:chat:u1', origin: { connector: 'chat', chat: 'u1' } })
+      .remind({ name: 'fast-repeat', prompt: 'again', dueAt: new Date(Date.now() + 300), everySeconds: 1, until: new Date(Date.now() + 2800) });
+    await h.chat.waitForSent(1, 10_000);
+    await sleep(2500);
+    // Three occurrences fell due while the first one's turn waited: only that one ran.
+    expect(fired().map((m) => m.text)).toEqual(['⏰ [reminder "fast-repeat"] again']);
+    const [row] = await h.query<{ fires: number; status: string }>(sql`select fires, status from reminders where name = 'fast-repeat'`);
+    expect(row).toEqual({ fires: 3, status: 'done' });
+  });
+
+  it('refuses an interval or a delay beyond ten years', async () => {
+    expect(await ask('remind', { action: 'remind', name: 'huge', prompt: 'x', in_seconds: 60, every_seconds: 1e13 })).toMatch(/invalid_arguments: \/every_seconds must be <= /);
+    expect(await ask('remind', { action: 'remind', name: 'huge', prompt: 'x', in_seconds: 9e12 })).toMatch(/invalid_arguments: \/in_seconds must be <= /);
+  });
 });

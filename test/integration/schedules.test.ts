@@ -433,6 +433,40 @@ describe('heartbeat and cron schedules', () => {
       expect(await schedulingApi().cancelReminder('call-sam')).toBe(true);
     });
   });
+
+  describe('edits that could go wrong', () => {
+    it('two removes at once (parallel tool calls) remove exactly the two named entries', async () => {
+      for (const name of ['tmp-a', 'tmp-b', 'tmp-c']) await schedulingApi().addSchedule({ name, type: 'cron', cron: '0 9 * * *', prompt: name });
+      await Promise.all([schedulingApi().removeSchedule('tmp-a'), schedulingApi().removeSchedule('tmp-b')]);
+      const names = (parseJsonc(await fs.readFile(schedulesFile, 'utf8')) as { name: string }[]).map((e) => e.name);
+      expect(names).toContain('tmp-c');
+      expect(names).not.toContain('tmp-a');
+      expect(names).not.toContain('tmp-b');
+      expect((await cronSchedules()).map((c) => c.key)).toEqual(expect.arrayContaining(['testy/tmp-c']));
+      expect((await cronSchedules()).map((c) => c.key)).not.toContain('testy/tmp-a');
+      await schedulingApi().removeSchedule('tmp-c');
+    });
+
+    it("a schedule may deliver only to the persona's own chats", async () => {
+      const before = await fs.readFile(schedulesFile, 'utf8');
+      const said = await ask('remind', { action: 'add', name: 'leak', type: 'cron', cron: '0 8 * * *', prompt: 'p', deliver: { connector: 'chat', to: 'someone-else' } });
+      expect(said).toBe('error: deliver: chat:someone-else is not one of your chats (users, channels or primary in connectors.jsonc)');
+      expect(await fs.readFile(schedulesFile, 'utf8')).toBe(before);
+    });
+
+    it("in a group, someone who is not one of the persona's users cannot change its schedules", async () => {
+      const before = await fs.readFile(schedulesFile, 'utf8');
+      await h.chat.inject({
+        text: `call remind ${JSON.stringify({ action: 'pause' })}`,
+        chat: { id: 'g2', type: 'group' },
+        sender: { id: 'z9', name: 'Zed' },
+      });
+      const reply = await until(() => sent().find((m) => m.chat === 'g2' && m.text.startsWith('tool said: ')), 'the answer in the group');
+      expect(reply.text).toBe("tool said: error: only the persona's own users can pause its schedules; ask them");
+      expect(await fs.readFile(schedulesFile, 'utf8')).toBe(before);
+      expect((await h.query<{ n: number }>(sql`select count(*)::int as n from schedule_pauses`))[0].n).toBe(0);
+    });
+  });
 });
 
 describe('a real pg-boss schedule', () => {
