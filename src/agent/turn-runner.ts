@@ -268,6 +268,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       if (delivered.status === 'failed') result = { ...result, error: `reply not delivered: ${delivered.error}` };
     }
     if (result.status === 'skipped' && data.kind !== 'user') await deleteTurnMessages(db, turnId);
+    // Warned before the turn is recorded as finished: a crash in between reruns this, and the ledger sends it once.
+    if (result.status === 'failed' && data.kind !== 'user') await warnPrimary(persona, data, turnId, result.reason ?? result.error);
     await finishTurn(db, turnId, {
       status: result.status,
       inputTokens: result.usage.input,
@@ -277,12 +279,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       error: result.error,
     });
     log.info({ status: result.status, modelCalls: result.modelCalls, tokens: result.usage }, 'turn finished');
-    if (result.status === 'failed' && data.kind !== 'user') await warnPrimary(persona, data, turnId, result.reason ?? result.error);
   }
 
   /** A background turn that fails says so in the persona's primary chat, never silently. */
   async function warnPrimary(persona: Persona, data: TurnJobData, turnId: string, error: string | undefined) {
-    if (!persona.primary) return;
+    if (!persona.primary) {
+      deps.log.warn({ persona: persona.name, kind: data.kind, error }, 'a background turn failed, and no primary chat is set to say so');
+      return;
+    }
     await deliverTo(
       { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread },
       turnId,

@@ -302,13 +302,13 @@ export function createQuestions(deps: QuestionsDeps) {
    */
   async function resolve(
     row: QuestionRow,
-    answer: { answer: QuestionAnswer; by: string; via: string },
+    answer: { answer: QuestionAnswer; by: string; via: string; from?: InboundEvent },
     options: { tx?: Queryable } = {},
   ): Promise<QuestionRow | undefined> {
     const work = async (tx: Queryable) => {
       const answered = await answerQuestion(tx, row.id, { answer: answer.answer, answeredBy: answer.by, answeredVia: answer.via });
       if (!answered) return undefined;
-      if (row.kind === 'ask') await wakeAsker(tx, answered);
+      if (row.kind === 'ask') await wakeAsker(tx, answered, answer.from);
       if (row.kind === 'approval' && answer.answer.choice === 'always') {
         const data = row.data as { tool: string; scope: string };
         await insertToolGrant(tx, { persona: row.persona, tool: data.tool, scope: data.scope, grantedBy: answer.by, questionId: row.id });
@@ -321,7 +321,7 @@ export function createQuestions(deps: QuestionsDeps) {
   }
 
   /** The answer to an `ask_user` question arrives in the asking conversation as a framed user message. */
-  async function wakeAsker(tx: Queryable, row: QuestionRow) {
+  async function wakeAsker(tx: Queryable, row: QuestionRow, from?: InboundEvent) {
     const text = `[answer to Q#${shortQuestionId(row.id)} "${(row.data as { question?: string } | null)?.question ?? row.text}" (${row.answeredVia} by ${row.answeredBy})]\n${row.answer!.label}`;
     const conversation = await getConversation(tx, row.conversationId);
     if (conversation?.connector && conversation.chat) {
@@ -331,7 +331,15 @@ export function createQuestions(deps: QuestionsDeps) {
           conversationId: row.conversationId,
           persona: row.persona,
           kind: 'user',
-          origin: { connector: conversation.connector, chat: conversation.chat, thread: conversation.thread ?? undefined },
+          // The person who answered is the sender of this turn (questions it asks are theirs to answer).
+          origin: {
+            connector: conversation.connector,
+            chat: conversation.chat,
+            thread: conversation.thread ?? undefined,
+            ...(from && from.connector === conversation.connector && from.chat.id === conversation.chat
+              ? { chatType: from.chat.type, sender: `${from.connector}:${from.sender.id}` }
+              : {}),
+          },
         },
         tx,
       );
@@ -373,7 +381,7 @@ export function createQuestions(deps: QuestionsDeps) {
     }
     const choice = row.choices.find((c) => c.id === parsed.choiceId);
     if (!choice) return { status: 'click', notice: INACTIVE };
-    const answered = row.status === 'pending' ? await resolve(row, { answer: { choice: choice.id, label: choice.label, value: choice.value }, by: who(event), via: `button click on ${event.connector}:${event.chat.id}` }) : undefined;
+    const answered = row.status === 'pending' ? await resolve(row, { answer: { choice: choice.id, label: choice.label, value: choice.value }, by: who(event), via: `button click on ${event.connector}:${event.chat.id}`, from: event }) : undefined;
     if (!answered) return { status: 'click', notice: closedNotice((await getQuestion(db, row.id)) ?? row) };
     log.info({ question: row.id, kind: row.kind, choice: choice.id, by: answered.answeredBy }, 'question answered');
     return { status: 'click', notice: row.kind === 'approval' ? `${choice.label}: noted.` : `Answer recorded: ${choice.label}` };
@@ -401,7 +409,7 @@ export function createQuestions(deps: QuestionsDeps) {
     const answered = await db
       .transaction(async (tx) => {
         if (!(await recordInboundEvent(tx, event.connector, event.externalId))) return 'duplicate' as const;
-        const resolved = await resolve(row, { answer, by: who(event), via }, { tx });
+        const resolved = await resolve(row, { answer, by: who(event), via, from: event }, { tx });
         // Answered or expired a moment ago: undo the event's record, so the message goes on as an ordinary one.
         if (!resolved) throw new NotResolved();
         return resolved;

@@ -80,4 +80,14 @@ describe('typed answers', () => {
       await h.query(sql`drop trigger lose_typed_race on questions`);
     }
   });
+
+  it('the turn an answer starts knows who answered: a question it asks is theirs to answer', async () => {
+    await askInGroup();
+    h.fake.script({ toolCalls: [{ name: 'ask_user', arguments: { question: 'Morning or evening?' } }] });
+    await chat.inject({ text: 'sunday', chat: GROUP, sender: { id: 'u1', name: 'Ana' } });
+    await h.app.waitForIdle('testy:chat:g2');
+    const [follow] = await h.query<{ asked_user: string }>(sql`select asked_user from questions where status = 'pending' and text like '%Morning or evening%'`);
+    expect(follow.asked_user).toBe('chat:u1');
+    await h.query(sql`update questions set status = 'expired' where status = 'pending'`);
+  });
 });
