@@ -56,7 +56,7 @@ beforeAll(async () => {
       },
     },
   });
-  const settings = parseSettings({
+  settings = parseSettings({
     DATABASE_URL: db.url,
     LLM_BASE_URL: fake.openaiBaseUrl,
     LLM_MODEL: 'fake-model',
@@ -64,13 +64,19 @@ beforeAll(async () => {
     TELEGRAM_BOT_TOKEN: TOKEN,
     TELEGRAM_API_ROOT: server.config.apiURL,
   });
+  app = await start();
+});
+
+let settings: ReturnType<typeof parseSettings>;
+
+function start(): Promise<App> {
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  app = await startApp({
+  return startApp({
     settings,
     log,
     connectors: () => [createTelegramConnector({ token: TOKEN, apiRoot: server.config.apiURL, log, pollTimeoutSeconds: 0 })],
   });
-});
+}
 
 afterAll(async () => {
   await app?.stop();
@@ -196,6 +202,26 @@ describe('Telegram reminders', () => {
     expect(reminder.text).toBe('⏰ Call Sam now.');
     expect(Date.now() - asked).toBeGreaterThanOrEqual(2000);
     await new Promise((r) => setTimeout(r, 1500));
+    expect(sentTo(OWNER)).toHaveLength(2);
+  });
+
+  it('a reminder that falls due while Parlor is stopped is delivered once when it starts again', async () => {
+    fake.script({ toolCalls: [{ name: 'remind', arguments: { action: 'remind', name: 'across-restart', prompt: 'Stretch', in_seconds: 2 } }] }, { text: 'Noted.' });
+    fake.setDefault((req) =>
+      req.lastUserText.startsWith('[reminder')
+        ? { toolCalls: [{ name: 'reply_to_origin', arguments: { text: '⏰ Stretch!' } }, { name: 'end_task', arguments: { status: 'ok' } }] }
+        : { text: `echo: ${req.lastUserText}` },
+    );
+    const ana = client({ userId: OWNER, chatId: OWNER });
+    await ana.sendMessage(ana.makeMessage('remind me to stretch in 2 seconds'));
+    await waitForBotMessages(OWNER, 1);
+    await app.stop();
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(sentTo(OWNER)).toHaveLength(1);
+    app = await start();
+    const [, reminder] = await waitForBotMessages(OWNER, 2);
+    expect(reminder.text).toBe('⏰ Stretch!');
+    await new Promise((r) => setTimeout(r, 2000));
     expect(sentTo(OWNER)).toHaveLength(2);
   });
 });
