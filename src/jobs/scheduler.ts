@@ -170,8 +170,15 @@ export function createScheduler(deps: {
       log.info({ persona: persona.name, schedule: name }, 'paused schedule skipped');
       return;
     }
+    // The previous occurrence's turn has not started yet (a slow model, a busy worker): this one is skipped.
+    if (await turnStillQueued(db, scheduleSource(persona.name, name))) {
+      log.info({ persona: persona.name, schedule: name }, 'schedule skipped: its previous turn is still waiting');
+      return;
+    }
     await enqueueScheduleTurn(persona, entry, `cron-turn:${job.id}`);
   }
+
+  const scheduleSource = (persona: string, name: string) => `schedule:${persona}/${name}`;
 
   async function enqueueScheduleTurn(persona: Persona, entry: ScheduleEntry, key: string) {
     const kind: TurnKind = entry.type === 'heartbeat' ? 'heartbeat' : 'cron';
@@ -188,6 +195,7 @@ export function createScheduler(deps: {
         kind,
         prompt: `[${kind} "${entry.name}"] ${entry.prompt}`,
         deliver: entry.deliver ? { connector: entry.deliver.connector, chat: entry.deliver.to, thread: entry.deliver.thread } : undefined,
+        source: scheduleSource(persona.name, entry.name),
       },
       undefined,
       { id: stableUuid(key) },
