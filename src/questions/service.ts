@@ -17,7 +17,6 @@ import {
   expireQuestion,
   getQuestion,
   hasPendingQuestion,
-  hasToolGrant,
   insertQuestion,
   insertToolGrant,
   openQuestionInChat,
@@ -29,62 +28,23 @@ import {
 import type { Delivery } from '#src/agent/delivery.ts';
 import type { JobSystem } from '#src/jobs/boss.ts';
 import { withRetries } from '#src/retry.ts';
-import type { ApprovalGate } from '#src/tools/runner.ts';
-import type { ChoiceSpec, DeliveryTarget, RemoteMethodRequest, ToolContext } from '#src/tools/types.ts';
+import type { ChoiceSpec, DeliveryTarget, RemoteMethodRequest } from '#src/tools/types.ts';
 import { decodeChoice, encodeChoice, newQuestionId, shortQuestionId } from './codec.ts';
+import { closedNotice, closedText, INACTIVE, normalizeChoices, pickChoice, view, who, type QuestionView } from './format.ts';
+import { createApprovalGate } from './approvals.ts';
 import { summarizeArgs } from './summary.ts';
+import { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope, type WaitForAnswer } from './waiting.ts';
+
+export { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope } from './waiting.ts';
+
+export { closedText, MAX_CHOICES, type Choice, type QuestionView } from './format.ts';
 
 export const QUESTION_CHANNEL = 'parlor_question';
 export const DEFAULT_REMOTE_TIMEOUT_MS = 120_000;
-export const DEFAULT_APPROVAL_TIMEOUT_MS = 300_000;
-export const MAX_CHOICES = 5;
-
-export interface Choice {
-  id: string;
-  label: string;
-  value?: unknown;
-}
-
-/** A question as the HTTP API and its listeners see it. */
-export interface QuestionView {
-  id: string;
-  kind: QuestionRow['kind'];
-  method: string;
-  data: unknown;
-  text: string;
-  choices: Choice[];
-  persona: string;
-  conversationId: string;
-  chat?: { connector: string; chat: string; thread?: string };
-  status: QuestionRow['status'];
-  expiresAt: string;
-  createdAt: string;
-  answer?: QuestionAnswer;
-  answeredBy?: string;
-  answeredVia?: string;
-  expiredReason?: string;
-}
 
 export type QuestionEvent = { type: 'method.pending' | 'method.done'; question: QuestionView };
 
-/** The turn a question belongs to. */
-export type QuestionScope = Pick<ToolContext, 'persona' | 'conversationId' | 'turnId' | 'kind' | 'origin' | 'signal'>;
 
-export class RemoteMethodTimeout extends Error {
-  override name = 'RemoteMethodTimeout';
-}
-
-export class RemoteMethodCancelled extends Error {
-  override name = 'RemoteMethodCancelled';
-}
-
-const APPROVAL_CHOICES: Choice[] = [
-  { id: 'once', label: 'Allow once' },
-  { id: 'always', label: 'Always allow' },
-  { id: 'deny', label: 'Deny' },
-];
-
-const INACTIVE = 'This button is no longer active.';
 
 class NotResolved extends Error {}
 
@@ -197,19 +157,7 @@ export function createQuestions(deps: QuestionsDeps) {
   }
 
   /** Persists, shows and waits for one answer. The row exists before anything is sent. */
-  async function waitForAnswer(
-    scope: QuestionScope,
-    request: {
-      kind: 'approval' | 'remote';
-      method: string;
-      data: unknown;
-      text: string;
-      choices: Choice[];
-      timeoutMs: number;
-      destination?: DeliveryTarget;
-      approversOnly: boolean;
-    },
-  ): Promise<QuestionRow> {
+  const waitForAnswer: WaitForAnswer = async (scope, request) => {
     const id = newQuestionId();
     const { destination } = request;
     const settled = new Promise<QuestionRow>((resolve) => waiters.set(id, resolve));
@@ -278,7 +226,7 @@ export function createQuestions(deps: QuestionsDeps) {
       waiters.delete(id);
       waitingTurns.delete(id);
     }
-  }
+  };
 
   /** Sends the question's message with its buttons; returns an error text when it could not be sent. */
   async function show(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
@@ -462,37 +410,7 @@ export function createQuestions(deps: QuestionsDeps) {
     },
 
     /** The gate the tool runner calls before a tool in the persona's `approve` list runs. */
-    approvalGate: (async ({ tool, args, ctx }) => {
-      // `*` grants the whole tool; a tool's own scope is kept apart from it, so no call can pass for `*`.
-      const scope = tool.approval?.scope ? `call:${tool.approval.scope(args)}` : '*';
-      if (await hasToolGrant(db, { persona: ctx.persona.name, tool: tool.name, scope })) return { allowed: true };
-      const { persona, origin } = ctx;
-      const destination: DeliveryTarget | undefined =
-        ctx.kind === 'user' && origin
-          ? { connector: origin.connector, chat: origin.chat, thread: origin.thread }
-          : persona.primary && { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
-      if (!destination) return { allowed: false, reason: 'there is no chat to ask for approval in; set "primary" in connectors.jsonc' };
-      const summary = tool.approval?.summary?.(args) ?? summarizeArgs(args);
-      try {
-        const row = await waitForAnswer(ctx, {
-          kind: 'approval',
-          method: 'approve',
-          data: { tool: tool.name, scope, args },
-          text: `🔐 ${persona.name} wants to run ${tool.name}\n${summary}`,
-          choices: APPROVAL_CHOICES,
-          timeoutMs: (persona.tools.approvalTimeoutSeconds ?? 0) * 1000 || DEFAULT_APPROVAL_TIMEOUT_MS,
-          destination,
-          approversOnly: true,
-        });
-        const choice = row.answer?.choice;
-        if (choice === 'once' || choice === 'always') return { allowed: true };
-        return { allowed: false, reason: `denied by ${row.answeredBy}` };
-      } catch (err) {
-        if (err instanceof RemoteMethodTimeout) return { allowed: false, reason: 'nobody approved it in time' };
-        if (err instanceof RemoteMethodCancelled) return { allowed: false, reason: err.message };
-        throw err;
-      }
-    }) satisfies ApprovalGate,
+    approvalGate: createApprovalGate({ db, waitForAnswer }),
 
     /**
      * `ask_user`: persisted and shown; no one waits. The answer arrives in the asking conversation as a new
@@ -573,65 +491,5 @@ export function createQuestions(deps: QuestionsDeps) {
 
     /** Runs the expiry and clean-up pass now (tests, and start-up). */
     sweep: () => (stopped ? Promise.resolve() : sweep()),
-  };
-}
-
-function normalizeChoices(specs: readonly ChoiceSpec[]): Choice[] {
-  return specs.slice(0, MAX_CHOICES).map((spec, i) =>
-    typeof spec === 'string' ? { id: String(i + 1), label: spec, value: spec } : { id: String(i + 1), label: spec.label, value: spec.value ?? spec.label },
-  );
-}
-
-function pickChoice(choices: Choice[], text: string): Choice | undefined {
-  const lowered = text.toLowerCase();
-  return choices.find((c) => c.label.toLowerCase() === lowered) ?? choices.find((_, i) => text === String(i + 1));
-}
-
-function who(event: InboundEvent): string {
-  if (event.sender.username) return `@${event.sender.username}`;
-  return event.sender.name ?? event.sender.id;
-}
-
-function closedNotice(row: QuestionRow): string {
-  if (row.status === 'answered') return `Already answered${row.answeredBy ? ` by ${row.answeredBy}` : ''}.`;
-  if (row.status === 'expired' || row.expiresAt.getTime() <= Date.now()) return 'This question has expired.';
-  return INACTIVE;
-}
-
-/** The question's message once it is resolved: what was asked, and what came of it. */
-export function closedText(row: QuestionRow): string {
-  let outcome: string;
-  if (row.status === 'answered') {
-    const by = row.answeredVia === 'api' ? 'via the API' : `by ${row.answeredBy}`;
-    if (row.kind === 'approval') {
-      outcome = row.answer?.choice === 'deny' ? `🚫 Denied ${by}` : row.answer?.choice === 'always' ? `✅ Always allowed ${by}` : `✅ Allowed once ${by}`;
-    } else {
-      outcome = `✅ ${row.answer?.label ?? ''} (answered ${by})`;
-    }
-  } else {
-    const what = row.kind === 'approval' ? ` — ${(row.data as { tool?: string } | null)?.tool ?? 'the tool'} did not run` : '';
-    outcome = `⌛ Expired: ${row.expiredReason ?? 'no answer in time'}${what}`;
-  }
-  return `${row.text}\n\n${outcome}`;
-}
-
-function view(row: QuestionRow): QuestionView {
-  return {
-    id: row.id,
-    kind: row.kind,
-    method: row.method,
-    data: row.data,
-    text: row.text,
-    choices: row.choices,
-    persona: row.persona,
-    conversationId: row.conversationId,
-    chat: row.connector && row.chat ? { connector: row.connector, chat: row.chat, thread: row.thread ?? undefined } : undefined,
-    status: row.status,
-    expiresAt: row.expiresAt.toISOString(),
-    createdAt: row.createdAt.toISOString(),
-    answer: row.answer ?? undefined,
-    answeredBy: row.answeredBy ?? undefined,
-    answeredVia: row.answeredVia ?? undefined,
-    expiredReason: row.expiredReason ?? undefined,
   };
 }

@@ -1,0 +1,94 @@
+// How questions look: to people in chats (texts, outcomes, notices) and to the HTTP API (the view).
+import type { InboundEvent } from '#src/connector.ts';
+import type { QuestionAnswer, QuestionRow } from '#src/db/questions.ts';
+import type { ChoiceSpec } from '#src/tools/types.ts';
+
+export const MAX_CHOICES = 5;
+export const INACTIVE = 'This button is no longer active.';
+
+export interface Choice {
+  id: string;
+  label: string;
+  value?: unknown;
+}
+
+/** A question as the HTTP API and its listeners see it. */
+export interface QuestionView {
+  id: string;
+  kind: QuestionRow['kind'];
+  method: string;
+  data: unknown;
+  text: string;
+  choices: Choice[];
+  persona: string;
+  conversationId: string;
+  chat?: { connector: string; chat: string; thread?: string };
+  status: QuestionRow['status'];
+  expiresAt: string;
+  createdAt: string;
+  answer?: QuestionAnswer;
+  answeredBy?: string;
+  answeredVia?: string;
+  expiredReason?: string;
+}
+
+
+export function normalizeChoices(specs: readonly ChoiceSpec[]): Choice[] {
+  return specs.slice(0, MAX_CHOICES).map((spec, i) =>
+    typeof spec === 'string' ? { id: String(i + 1), label: spec, value: spec } : { id: String(i + 1), label: spec.label, value: spec.value ?? spec.label },
+  );
+}
+
+export function pickChoice(choices: Choice[], text: string): Choice | undefined {
+  const lowered = text.toLowerCase();
+  return choices.find((c) => c.label.toLowerCase() === lowered) ?? choices.find((_, i) => text === String(i + 1));
+}
+
+export function who(event: InboundEvent): string {
+  if (event.sender.username) return `@${event.sender.username}`;
+  return event.sender.name ?? event.sender.id;
+}
+
+export function closedNotice(row: QuestionRow): string {
+  if (row.status === 'answered') return `Already answered${row.answeredBy ? ` by ${row.answeredBy}` : ''}.`;
+  if (row.status === 'expired' || row.expiresAt.getTime() <= Date.now()) return 'This question has expired.';
+  return INACTIVE;
+}
+
+/** The question's message once it is resolved: what was asked, and what came of it. */
+export function closedText(row: QuestionRow): string {
+  let outcome: string;
+  if (row.status === 'answered') {
+    const by = row.answeredVia === 'api' ? 'via the API' : `by ${row.answeredBy}`;
+    if (row.kind === 'approval') {
+      outcome = row.answer?.choice === 'deny' ? `🚫 Denied ${by}` : row.answer?.choice === 'always' ? `✅ Always allowed ${by}` : `✅ Allowed once ${by}`;
+    } else {
+      outcome = `✅ ${row.answer?.label ?? ''} (answered ${by})`;
+    }
+  } else {
+    const what = row.kind === 'approval' ? ` — ${(row.data as { tool?: string } | null)?.tool ?? 'the tool'} did not run` : '';
+    outcome = `⌛ Expired: ${row.expiredReason ?? 'no answer in time'}${what}`;
+  }
+  return `${row.text}\n\n${outcome}`;
+}
+
+export function view(row: QuestionRow): QuestionView {
+  return {
+    id: row.id,
+    kind: row.kind,
+    method: row.method,
+    data: row.data,
+    text: row.text,
+    choices: row.choices,
+    persona: row.persona,
+    conversationId: row.conversationId,
+    chat: row.connector && row.chat ? { connector: row.connector, chat: row.chat, thread: row.thread ?? undefined } : undefined,
+    status: row.status,
+    expiresAt: row.expiresAt.toISOString(),
+    createdAt: row.createdAt.toISOString(),
+    answer: row.answer ?? undefined,
+    answeredBy: row.answeredBy ?? undefined,
+    answeredVia: row.answeredVia ?? undefined,
+    expiredReason: row.expiredReason ?? undefined,
+  };
+}
