@@ -118,12 +118,14 @@ export async function sentMessageText(
   return row?.text;
 }
 
-/** The platform ids of a sent message found by its dedupe key (a question's message, say). */
-export async function sentMessageIds(db: Queryable, dedupeKey: string): Promise<{ connector: string; chat: string; ids: string[] } | undefined> {
+/** A message found by its dedupe key (a question's message, say): where it went, its state and platform ids. */
+export async function outboundByKey(
+  db: Queryable,
+  dedupeKey: string,
+): Promise<{ connector: string; chat: string; status: string; ids: string[] } | undefined> {
   const [row] = await db
     .select({ connector: outboundMessages.connector, chat: outboundMessages.chat, ids: outboundMessages.platformMessageIds, status: outboundMessages.status })
     .from(outboundMessages)
     .where(eq(outboundMessages.dedupeKey, dedupeKey));
-  if (!row || row.status !== 'sent' || !Array.isArray(row.ids)) return undefined;
-  return { connector: row.connector, chat: row.chat, ids: row.ids as string[] };
+  return row && { connector: row.connector, chat: row.chat, status: row.status, ids: Array.isArray(row.ids) ? (row.ids as string[]) : [] };
 }

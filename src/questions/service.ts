@@ -6,7 +6,7 @@ import type { Database, Queryable } from '#src/db/client.ts';
 import { getConversation } from '#src/db/conversations.ts';
 import { recordInboundEvent } from '#src/db/inbound-events.ts';
 import { insertMessage } from '#src/db/messages.ts';
-import { sentMessageIds } from '#src/db/outbound-messages.ts';
+import { outboundByKey } from '#src/db/outbound-messages.ts';
 import {
   answerQuestion,
   claimQuestionClose,
@@ -113,10 +113,12 @@ export function createQuestions(deps: QuestionsDeps) {
   async function closeMessage(id: string) {
     const candidate = await getQuestion(db, id);
     if (!candidate?.connector || !candidate.chat || !localConnector(candidate.connector, candidate.chat)?.edit) return;
-    const sent = await sentMessageIds(db, `question:${id}`);
+    const sent = await outboundByKey(db, `question:${id}`);
+    // Still on its way: it is updated once it is out (the sweep comes back to it).
+    if (sent && (sent.status === 'pending' || sent.status === 'sending')) return;
     const row = await claimQuestionClose(db, id);
     // Never sent: no buttons are shown anywhere, so there is nothing to update.
-    if (!row || !sent?.ids.length) return;
+    if (!row || sent?.status !== 'sent' || !sent.ids.length) return;
     const connector = localConnector(sent.connector, sent.chat)!;
     try {
       await withRetries(() => connector.edit!(sent.chat, sent.ids[sent.ids.length - 1], closedText(row)), { deadlineMs: 60_000 });
