@@ -21,7 +21,7 @@ interface Args {
   cron?: string;
   fresh?: boolean;
   enabled?: boolean;
-  deliver?: { connector: string; to: string; thread?: string };
+  deliver?: { connector: string; to: string; thread?: string } | null;
 }
 
 /** A time this far in the past still counts as now (the model's clock and ours differ a little). */
@@ -64,7 +64,8 @@ export function createRemindTool(deps: { timezone: string }): Tool<Args> {
         cron: scheduleEntryProperties.cron,
         fresh: scheduleEntryProperties.fresh,
         enabled: scheduleEntryProperties.enabled,
-        deliver: scheduleEntryProperties.deliver,
+        // null (in update) goes back to the default: the primary.
+        deliver: { anyOf: [scheduleEntryProperties.deliver, { type: 'null' }] },
       },
     },
     async run(args, ctx) {
@@ -119,8 +120,8 @@ async function act(args: Args, ctx: ToolContext, scheduling: SchedulingApi, time
       if (args.prompt) patch.prompt = args.prompt;
       if (args.fresh !== undefined) patch.fresh = args.fresh;
       if (args.enabled !== undefined) patch.enabled = args.enabled;
-      if (args.deliver) patch.deliver = args.deliver;
-      if (Object.keys(patch).length === 0) return 'error: update needs at least one of type, cron, prompt, fresh, enabled, deliver';
+      if (args.deliver !== undefined) patch.deliver = args.deliver ?? undefined;
+      if (Object.keys(patch).length === 0) return 'error: update needs at least one of type, cron, prompt, fresh, enabled, deliver (null removes it)';
       return `updated: ${describeSchedule(await scheduling.updateSchedule(args.name!, patch), timezone)}`;
     }
     case 'remove':

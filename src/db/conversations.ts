@@ -44,3 +44,10 @@ export async function conversationIsIdle(db: Queryable, id: string): Promise<boo
     limit 1`)) as unknown as unknown[];
   return rows.length === 0;
 }
+
+/** Forgets the throwaway conversations of `fresh` cron runs (`<persona>:cron:<name>:<stamp>`) idle since `olderThan`. */
+export async function pruneFreshCronConversations(db: Queryable, olderThan: Date): Promise<void> {
+  await db
+    .delete(conversations)
+    .where(sql`${conversations.id} ~ '^[^:]+:cron:[^:]+:[0-9]{12}-[0-9a-f]{8}$' and ${conversations.lastActivityAt} < ${olderThan.toISOString()}`);
+}

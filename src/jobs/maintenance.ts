@@ -4,6 +4,7 @@ import type { Delivery } from '#src/agent/delivery.ts';
 import { backgroundFailureWarning } from '#src/agent/turn-runner.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
+import { pruneFreshCronConversations } from '#src/db/conversations.ts';
 import { pruneInboundEvents } from '#src/db/inbound-events.ts';
 import { failStaleOutbound, pruneOutbound } from '#src/db/outbound-messages.ts';
 import { pruneQuestions } from '#src/db/questions.ts';
@@ -23,8 +24,8 @@ const STALE_SENDING_SECONDS = 600;
  *   the user is told, and the job is deleted so the conversation moves on;
  * - a turn left 'running' with no live job behind it is marked failed (it would look busy forever);
  * - a message left 'sending' by a process that died mid-send is marked failed, so the turn's retry may send it;
- * - dedupe records, finished ledger rows, finished reminders and resolved questions older than any redelivery are
- *   pruned.
+ * - dedupe records, finished ledger rows, finished reminders, resolved questions and the throwaway conversations of
+ *   `fresh` cron runs older than any redelivery are pruned.
  */
 export function startMaintenance(deps: {
   database: Database;
@@ -82,6 +83,7 @@ export function startMaintenance(deps: {
       await pruneOutbound(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneReminders(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneQuestions(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
+      await pruneFreshCronConversations(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
     } catch (err) {
       deps.log.warn({ err }, 'maintenance step failed');
     }

@@ -63,7 +63,7 @@ describe('a turn job that failed for good', () => {
 });
 
 describe('pruning', () => {
-  it('forgets old finished reminders and resolved questions, and keeps pending ones', async () => {
+  it('forgets old finished reminders, resolved questions and throwaway cron conversations, and keeps the rest', async () => {
     const peer = await h.startPeer({ connectors: () => [] });
     try {
       await h.query(sql`
@@ -75,7 +75,14 @@ describe('pruning', () => {
         insert into questions (id, kind, persona, conversation_id, method, text, choices, status, expires_at, closed_at, created_at) values
           ('old-closed', 'ask', 'testy', 'c', 'ask_user', 'q', '[]'::jsonb, 'answered', now() - interval '60 days', now() - interval '60 days', now() - interval '60 days'),
           ('old-open', 'ask', 'testy', 'c', 'ask_user', 'q', '[]'::jsonb, 'pending', now() + interval '1 day', null, now() - interval '60 days')`);
+      await h.query(sql`
+        insert into conversations (id, persona, last_activity_at) values
+          ('testy:cron:news:202601010800-0a1b2c3d', 'testy', now() - interval '60 days'),
+          ('testy:cron:news:202611300800-4e5f6a7b', 'testy', now()),
+          ('testy:cron:digest', 'testy', now() - interval '60 days')`);
       await peer.maintenance!.runOnce();
+      const conversations = await h.query<{ id: string }>(sql`select id from conversations where id like 'testy:cron:%' order by id`);
+      expect(conversations.map((c) => c.id)).toEqual(['testy:cron:digest', 'testy:cron:news:202611300800-4e5f6a7b']);
       const reminders = await h.query<{ name: string }>(sql`select name from reminders order by name`);
       expect(reminders.map((r) => r.name)).toEqual(['old-pending', 'recent-done']);
       const questions = await h.query<{ id: string }>(sql`select id from questions`);

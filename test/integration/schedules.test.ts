@@ -435,6 +435,15 @@ describe('heartbeat and cron schedules', () => {
   });
 
   describe('edits that could go wrong', () => {
+    it('update with deliver null removes the target, so the entry goes back to the primary', async () => {
+      await schedulingApi().addSchedule({ name: 'tmp-deliver', type: 'cron', cron: '0 9 * * *', prompt: 'p', deliver: { connector: 'chat', to: 'u2' } });
+      expect(await ask('remind', { action: 'update', name: 'tmp-deliver', deliver: null })).toMatch(/^updated: tmp-deliver /);
+      const entry = (parseJsonc(await fs.readFile(schedulesFile, 'utf8')) as { name: string; deliver?: unknown }[]).find((e) => e.name === 'tmp-deliver');
+      expect(entry).toBeDefined();
+      expect(entry!.deliver).toBeUndefined();
+      await schedulingApi().removeSchedule('tmp-deliver');
+    });
+
     it('two removes at once (parallel tool calls) remove exactly the two named entries', async () => {
       for (const name of ['tmp-a', 'tmp-b', 'tmp-c']) await schedulingApi().addSchedule({ name, type: 'cron', cron: '0 9 * * *', prompt: name });
       await Promise.all([schedulingApi().removeSchedule('tmp-a'), schedulingApi().removeSchedule('tmp-b')]);
