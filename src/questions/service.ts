@@ -379,9 +379,25 @@ export function createQuestions(deps: QuestionsDeps) {
     async start() {
       // Handled one after another, so listeners see a question's events in the order they happened.
       let chain = Promise.resolve();
-      listener = await sql.listen(QUESTION_CHANNEL, (payload) => {
-        chain = chain.then(() => onNotification(payload)).catch((err) => log.warn({ err }, 'question notification failed'));
-      });
+      let listens = 0;
+      listener = await sql.listen(
+        QUESTION_CHANNEL,
+        (payload) => {
+          chain = chain.then(() => onNotification(payload)).catch((err) => log.warn({ err }, 'question notification failed'));
+        },
+        () => {
+          // Listening again after a lost connection: what was announced meanwhile never came. Waiters and message
+          // updates catch up in a sweep; API listeners get every open question again (they know them by id).
+          if (listens++ === 0) return;
+          log.warn('question notifications resumed after a lost connection; catching up');
+          chain = chain
+            .then(async () => {
+              for (const row of await pendingQuestions(db)) events.emit('event', { type: 'method.pending', question: view(row) } satisfies QuestionEvent);
+            })
+            .catch((err) => log.warn({ err }, 'question catch-up failed'));
+          scheduleSweep();
+        },
+      );
       sweepTimer = setInterval(scheduleSweep, deps.sweepMs ?? 3000);
       sweepTimer.unref();
       scheduleSweep();

@@ -306,6 +306,24 @@ describe('remote-method API: a tool waiting on a person', () => {
     await h.app.waitForIdle(CONVERSATION, 5000);
   });
 
+  it('after the notification connection is lost and comes back, listeners get the open methods again', async () => {
+    const stream = await openStream();
+    try {
+      const question = await startPicking({ timeout_ms: 15_000 });
+      await stream.next((e) => e.event === 'method.pending' && e.id === question.id);
+      // Cut the LISTEN connection, as a network blip or a database restart would.
+      await h.query(sql`select pg_terminate_backend(pid) from pg_stat_activity
+        where application_name = ${h.app.database.applicationName} and query ilike 'listen%'`);
+      await waitFor('the method announced again', () => stream.events.filter((e) => e.event === 'method.pending' && e.id === question.id).length >= 2, 10_000);
+      expect((await answer(question.id, 'red')).status).toBe(200);
+      await stream.next((e) => e.event === 'method.done' && e.id === question.id, 10_000);
+    } finally {
+      await stream.close();
+    }
+    await chat.waitForSent(2);
+    await h.app.waitForIdle(CONVERSATION, 5000);
+  });
+
   it('concurrent answers: exactly one wins', async () => {
     const question = await startPicking();
     const results = await Promise.all(['red', 'orange', 'red', 'orange', 'red'].map((r) => answer(question.id, r)));
