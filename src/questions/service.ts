@@ -32,6 +32,7 @@ import type { ChoiceSpec, DeliveryTarget, RemoteMethodRequest } from '#src/tools
 import { decodeChoice, encodeChoice, newQuestionId, shortQuestionId } from './codec.ts';
 import { closedNotice, closedText, INACTIVE, normalizeChoices, pickChoice, view, who, type QuestionView } from './format.ts';
 import { createApprovalGate } from './approvals.ts';
+import { answerForResult, mayAnswerByTyping, mayAnswerClick } from './permissions.ts';
 import { summarizeArgs } from './summary.ts';
 import { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope, type WaitForAnswer } from './waiting.ts';
 
@@ -298,28 +299,8 @@ export function createQuestions(deps: QuestionsDeps) {
     }
   }
 
-  function mayAnswer(row: QuestionRow, event: InboundEvent): boolean {
-    if (event.trusted) return true;
-    const persona = deps.personas().find((p) => p.name === row.persona);
-    if (!persona) return false;
-    const address = `${event.connector}:${event.sender.id}`;
-    if (persona.approvers.includes(address)) return true;
-    if (row.approversOnly) return false;
-    if (row.askedUser) return row.askedUser === address;
-    return persona.users.includes(address);
-  }
-
-  /**
-   * A typed message answers a question only from the person it was asked of; when nobody in particular was asked,
-   * a persona user in a DM, or in a group only as a reply to the bot.
-   */
-  function mayAnswerTyped(row: QuestionRow, event: InboundEvent): boolean {
-    if (event.trusted) return true;
-    const address = `${event.connector}:${event.sender.id}`;
-    if (row.askedUser) return row.askedUser === address;
-    if (event.chat.type === 'group' && !event.replyToBot) return false;
-    return mayAnswer(row, event);
-  }
+  const mayAnswer = (row: QuestionRow, event: InboundEvent) => mayAnswerClick(row, event, deps.personas());
+  const mayAnswerTyped = (row: QuestionRow, event: InboundEvent) => mayAnswerByTyping(row, event, deps.personas());
 
   async function handleClick(event: InboundEvent): Promise<IngressResult> {
     const parsed = decodeChoice(event.data ?? '');
@@ -474,19 +455,8 @@ export function createQuestions(deps: QuestionsDeps) {
     async answerFromApi(id: string, result: unknown): Promise<{ status: 'ok'; question: QuestionView } | { status: 'not_found' } | { status: 'invalid'; error: string }> {
       const row = await getQuestion(db, id);
       if (!row || row.status !== 'pending' || row.expiresAt.getTime() <= Date.now()) return { status: 'not_found' };
-      let answer: QuestionAnswer;
-      if (row.choices.length) {
-        // A value is matched before a label, and a label before a choice id, so "1" never means another choice's value.
-        const choice =
-          row.choices.find((c) => c.value !== undefined && JSON.stringify(c.value) === JSON.stringify(result)) ??
-          row.choices.find((c) => c.label === result) ??
-          row.choices.find((c) => c.id === result);
-        if (!choice) return { status: 'invalid', error: `result must be one of: ${row.choices.map((c) => JSON.stringify(c.value ?? c.id)).join(', ')}` };
-        answer = { choice: choice.id, label: choice.label, value: choice.value };
-      } else {
-        if (result === undefined) return { status: 'invalid', error: 'result is required' };
-        answer = { label: typeof result === 'string' ? result : JSON.stringify(result), value: result };
-      }
+      const answer = answerForResult(row.choices, result);
+      if ('error' in answer) return { status: 'invalid', error: answer.error };
       const answered = await resolve(row, { answer, by: 'the API', via: 'api' });
       return answered ? { status: 'ok', question: view(answered) } : { status: 'not_found' };
     },
