@@ -48,7 +48,7 @@ describe('typed answers', () => {
     expect(ana.status).toBe('click');
     await h.app.waitForIdle('testy:chat:g2');
     expect(await openAsks()).toBe(0);
-    expect(chat.sent.at(-1)!.text).toMatch(/^answer: \[answer to Q#\w{6} "Which day\?" \(via chat:g2:m-\d+ by Ana\)\]\nsaturday$/);
+    expect(chat.sent.at(-1)!.text).toMatch(/^answer: \[answer to Q#[\w-]{6} "Which day\?" \(via chat:g2:m-\d+ by Ana\)\]\nsaturday$/);
   });
 
   it('a command or a message with files is never taken as the answer', async () => {
