@@ -1,7 +1,7 @@
 import { MAX_CHOICES } from '#src/questions/service.ts';
 import { parseDuration } from '#src/tools/duration.ts';
+import { explicitTarget, originTarget, primaryTarget } from '#src/tools/targets.ts';
 import type { DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
-import { isAllowed } from './send-message.ts';
 
 interface Args {
   question: string;
@@ -60,13 +60,12 @@ function chooseDestination(args: Args, ctx: ToolContext): DeliveryTarget | { err
   if (args.to || args.connector) {
     const connector = args.connector ?? origin?.connector;
     if (!connector || !args.to) return { error: 'give both connector and to (the chat id), or neither' };
-    if (!ctx.connectorIds().includes(connector)) return { error: `no connector named "${connector}" is configured` };
-    const target = { connector, chat: args.to, thread: args.thread };
-    return isAllowed(persona, target, ctx) ? target : { error: `${connector}:${args.to} is not one of your chats (users, channels or primary in connectors.jsonc)` };
+    return explicitTarget(ctx, { connector, chat: args.to, thread: args.thread });
   }
-  const own = origin && ctx.kind === 'user' ? { connector: origin.connector, chat: origin.chat, thread: origin.thread } : undefined;
+  const own = origin && ctx.kind === 'user' ? originTarget(origin) : undefined;
   if (own && ctx.showsButtons(own.connector)) return own;
-  if (persona.primary) return { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
+  const primary = primaryTarget(persona);
+  if (primary) return primary;
   if (own) return own;
   return { error: 'no chat to ask in: give connector and to, or set "primary" in connectors.jsonc' };
 }

@@ -2,8 +2,8 @@ import { DateTime } from 'luxon';
 import type { ScheduleEntry } from '#src/config/persona.ts';
 import { scheduleEntryProperties } from '#src/config/persona-schemas.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';
+import { explicitTarget } from '#src/tools/targets.ts';
 import type { DeliveryTarget, ReminderView, ScheduleView, SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
-import { isAllowed } from './send-message.ts';
 
 type Action = 'list' | 'add' | 'update' | 'remove' | 'run_now' | 'remind' | 'cancel_reminder' | 'pause' | 'resume';
 
@@ -169,9 +169,9 @@ async function addReminder(args: Args, ctx: ToolContext, scheduling: SchedulingA
   let deliver: DeliveryTarget | undefined;
   if (args.deliver_connector || args.deliver_to) {
     if (!args.deliver_connector || !args.deliver_to) return 'error: give both deliver_connector and deliver_to, or neither';
-    if (!ctx.connectorIds().includes(args.deliver_connector)) return `error: no connector named "${args.deliver_connector}" is configured`;
-    deliver = { connector: args.deliver_connector, chat: args.deliver_to };
-    if (!isAllowed(ctx.persona, deliver, ctx)) return `error: ${args.deliver_connector}:${args.deliver_to} is not one of your chats`;
+    const checked = explicitTarget(ctx, { connector: args.deliver_connector, chat: args.deliver_to });
+    if ('error' in checked) return `error: ${checked.error}`;
+    deliver = checked;
   }
   if (args.name !== undefined && !NAME.test(args.name)) return 'error: name may hold letters, digits, _ . and -, and starts with a letter or digit';
 

@@ -1,3 +1,4 @@
+import { primaryTarget } from '#src/tools/targets.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { deliveryOutcome } from './send-message.ts';
 
@@ -24,8 +25,7 @@ export function createReplyToOriginTool(): Tool<Args> {
     contexts: ['wake', 'cron', 'heartbeat'],
     timeoutMs: 150_000,
     async run(args, ctx) {
-      const primary = ctx.persona.primary;
-      const target = ctx.replyTarget ?? (primary && { connector: primary.connector, chat: primary.to, thread: primary.thread });
+      const target = ctx.replyTarget ?? primaryTarget(ctx.persona);
       if (!target) return 'error: this turn has no chat to reply to, and no "primary" is set in connectors.jsonc; use send_message with connector and to';
       const where = `${target.connector}:${target.chat}${target.thread ? `:${target.thread}` : ''}`;
       const result = await ctx.deliver(target, args.text, { dedupe: `reply-to-origin:${where}` });

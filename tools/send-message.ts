@@ -1,5 +1,5 @@
-import { isPersonaChat, type Persona } from '#src/config/persona.ts';
 import type { DeliveryResult, DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
+import { explicitTarget, originTarget, turnChat } from '#src/tools/targets.ts';
 import { resolveWorkspaceFile } from '#src/tools/workspace.ts';
 
 interface Args {
@@ -62,27 +62,12 @@ function resolveTarget(args: Args, ctx: ToolContext): DeliveryTarget | { error: 
   if (args.to) {
     const connector = args.connector ?? origin?.connector ?? persona.primary?.connector;
     if (!connector) return { error: 'name the connector (e.g. "telegram") along with to' };
-    if (!ctx.connectorIds().includes(connector)) return { error: `no connector named "${connector}" is configured` };
-    const target = { connector, chat: args.to, thread: args.thread };
-    return isAllowed(persona, target, ctx) ? target : { error: `${connector}:${args.to} is not one of your chats (users, channels or primary in connectors.jsonc)` };
+    return explicitTarget(ctx, { connector, chat: args.to, thread: args.thread });
   }
   if (args.connector) return { error: 'to (the chat id) is required when connector is given' };
-  if (origin && ctx.kind === 'user') return { connector: origin.connector, chat: origin.chat, thread: origin.thread };
-  if (persona.primary) return { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
-  if (origin) return { connector: origin.connector, chat: origin.chat, thread: origin.thread };
+  const fallback = turnChat(ctx.kind, origin, persona) ?? (origin && originTarget(origin));
+  if (fallback) return fallback;
   return { error: 'no destination: give connector and to, or set "primary" in connectors.jsonc' };
-}
-
-export function isAllowed(persona: Persona, target: DeliveryTarget, ctx: ToolContext): boolean {
-  const { origin } = ctx;
-  if (origin && origin.connector === target.connector && origin.chat === target.chat) return true;
-  // In a group, anyone may talk to the persona; only its own people may have it post elsewhere, now or in a
-  // reminder or wake-up they set there.
-  if (origin?.chatType === 'group') {
-    const sender = origin.sender ?? '';
-    if (!persona.users.includes(sender) && !persona.approvers.includes(sender)) return false;
-  }
-  return isPersonaChat(persona, target);
 }
 
 /** What a send tool tells the model about a delivery. */

@@ -12,6 +12,7 @@ import type { ModelClient } from '#src/llm/types.ts';
 import type { Scheduler } from '#src/jobs/scheduler.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
+import { originTarget, primaryTarget, turnChat } from '#src/tools/targets.ts';
 import type { DeliveryTarget, Origin, ToolContext, TurnKind } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, loadHistoryWindow, type HistoryBudget } from './history.ts';
@@ -201,11 +202,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       connectorIds: deps.knownConnectors,
       remoteMethod: (request) => {
         if (!deps.questions) throw new Error('asking a person is not available here');
-        const origin = data.origin;
-        const destination =
-          data.kind === 'user' && origin
-            ? { connector: origin.connector, chat: origin.chat, thread: origin.thread }
-            : persona.primary && { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
+        const destination = turnChat(data.kind, data.origin, persona);
         return deps.questions.remoteMethod({ ...ctx, signal: request.signal ?? ctx.signal }, request, destination);
       },
       askUser: (request) => {
@@ -213,7 +210,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         return deps.questions.ask(ctx, request);
       },
       scheduling: deps.scheduler?.forTurn({ persona, conversationId: data.conversationId, origin: data.origin }),
-      replyTarget: data.deliver ?? (data.origin && { connector: data.origin.connector, chat: data.origin.chat, thread: data.origin.thread }),
+      replyTarget: data.deliver ?? (data.origin && originTarget(data.origin)),
       showsButtons: (connector) => deps.connectors.get(connector)?.capabilities.buttons ?? connector !== 'terminal',
       react: async (emoji, messageId) => {
         const origin = data.origin;
@@ -283,12 +280,13 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
 
   /** A background turn that fails says so in the persona's primary chat, never silently. */
   async function warnPrimary(persona: Persona, data: TurnJobData, turnId: string, error: string | undefined) {
-    if (!persona.primary) {
+    const primary = primaryTarget(persona);
+    if (!primary) {
       deps.log.warn({ persona: persona.name, kind: data.kind, error }, 'a background turn failed, and no primary chat is set to say so');
       return;
     }
     await deliverTo(
-      { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread },
+      primary,
       turnId,
       'failure-warning',
       backgroundFailureWarning(persona.name, data.kind, error),

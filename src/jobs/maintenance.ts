@@ -10,6 +10,7 @@ import { failStaleOutbound, pruneOutbound } from '#src/db/outbound-messages.ts';
 import { pruneQuestions } from '#src/db/questions.ts';
 import { pruneReminders } from '#src/db/reminders.ts';
 import { failOrphanedTurns, failTurnOfJob } from '#src/db/turns.ts';
+import { primaryTarget } from '#src/tools/targets.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
 
@@ -45,12 +46,12 @@ export function startMaintenance(deps: {
     for (const job of failed) {
       const turn = await failTurnOfJob(db, job.id, 'the turn failed repeatedly and was given up');
       const { data } = job;
-      const primary = deps.personas().find((p) => p.name === data.persona)?.primary;
+      const primary = primaryTarget(deps.personas().find((p) => p.name === data.persona));
       // Background work warns the primary chat; a user hears about their own request.
       const notice =
         data.kind !== 'user' && primary
           ? {
-              target: { connector: primary.connector, chat: primary.to, thread: primary.thread },
+              target: primary,
               text: backgroundFailureWarning(data.persona, data.kind, 'it failed several times and was given up'),
             }
           : data.origin

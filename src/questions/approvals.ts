@@ -1,7 +1,7 @@
 import type { Queryable } from '#src/db/client.ts';
 import { hasToolGrant } from '#src/db/questions.ts';
 import type { ApprovalGate } from '#src/tools/runner.ts';
-import type { DeliveryTarget } from '#src/tools/types.ts';
+import { turnChat } from '#src/tools/targets.ts';
 import type { Choice } from './format.ts';
 import { summarizeArgs } from './summary.ts';
 import { RemoteMethodCancelled, RemoteMethodTimeout, type WaitForAnswer } from './waiting.ts';
@@ -24,11 +24,8 @@ export function createApprovalGate(deps: { db: Queryable; waitForAnswer: WaitFor
     // `*` grants the whole tool; a tool's own scope is kept apart from it, so no call can pass for `*`.
     const scope = tool.approval?.scope ? `call:${tool.approval.scope(args)}` : '*';
     if (await hasToolGrant(deps.db, { persona: ctx.persona.name, tool: tool.name, scope })) return { allowed: true };
-    const { persona, origin } = ctx;
-    const destination: DeliveryTarget | undefined =
-      ctx.kind === 'user' && origin
-        ? { connector: origin.connector, chat: origin.chat, thread: origin.thread }
-        : persona.primary && { connector: persona.primary.connector, chat: persona.primary.to, thread: persona.primary.thread };
+    const { persona } = ctx;
+    const destination = turnChat(ctx.kind, ctx.origin, persona);
     if (!destination) return { allowed: false, reason: 'there is no chat to ask for approval in; set "primary" in connectors.jsonc' };
     const summary = tool.approval?.summary?.(args) ?? summarizeArgs(args);
     try {
