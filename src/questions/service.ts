@@ -22,6 +22,7 @@ import {
   openQuestionInChat,
   pendingQuestions,
   unclosedQuestionIds,
+  type NewQuestion,
   type QuestionAnswer,
   type QuestionRow,
 } from '#src/db/questions.ts';
@@ -159,40 +160,50 @@ export function createQuestions(deps: QuestionsDeps) {
       .finally(() => (sweeping = undefined));
   }
 
-  /** Persists, shows and waits for one answer. The row exists before anything is sent. */
+  /**
+   * Opens a question: the row is written (and announced) before its message is sent. A message that cannot be
+   * sent expires the question and throws, so nobody waits for an answer that cannot come.
+   */
+  async function open(question: NewQuestion, destination: DeliveryTarget | undefined): Promise<QuestionRow> {
+    const row = await insertQuestion(db, question);
+    await publish('pending', row.id);
+    const failed = destination && (await show(row, destination));
+    if (failed) {
+      await expireQuestion(db, row.id, `it could not be shown: ${failed}`);
+      await publish('done', row.id);
+      throw new Error(`the question could not be shown in ${destination.connector}:${destination.chat}: ${failed}`);
+    }
+    return row;
+  }
+
+  /** Persists, shows and waits for one answer. */
   const waitForAnswer: WaitForAnswer = async (scope, request) => {
     const id = newQuestionId();
     const { destination } = request;
     const settled = new Promise<QuestionRow>((resolve) => waiters.set(id, resolve));
     waitingTurns.set(id, scope.turnId);
     try {
-      const row = await insertQuestion(db, {
-        id,
-        kind: request.kind,
-        persona: scope.persona.name,
-        conversationId: scope.conversationId,
-        turnId: scope.turnId,
-        method: request.method,
-        data: request.data ?? null,
-        text: request.text,
-        choices: request.choices,
-        connector: destination?.connector,
-        chat: destination?.chat,
-        thread: destination?.thread,
-        askedUser: scope.kind === 'user' ? scope.origin?.sender : undefined,
-        approversOnly: request.approversOnly,
-        owner: deps.database.applicationName,
-        expiresAt: new Date(Date.now() + request.timeoutMs),
-      });
-      await publish('pending', id);
-      if (destination) {
-        const shown = await show(row, destination);
-        if (shown) {
-          await expireQuestion(db, id, `it could not be shown: ${shown}`);
-          await publish('done', id);
-          throw new Error(`the question could not be shown in ${destination.connector}:${destination.chat}: ${shown}`);
-        }
-      }
+      await open(
+        {
+          id,
+          kind: request.kind,
+          persona: scope.persona.name,
+          conversationId: scope.conversationId,
+          turnId: scope.turnId,
+          method: request.method,
+          data: request.data ?? null,
+          text: request.text,
+          choices: request.choices,
+          connector: destination?.connector,
+          chat: destination?.chat,
+          thread: destination?.thread,
+          askedUser: scope.kind === 'user' ? scope.origin?.sender : undefined,
+          approversOnly: request.approversOnly,
+          owner: deps.database.applicationName,
+          expiresAt: new Date(Date.now() + request.timeoutMs),
+        },
+        destination,
+      );
       let timer: NodeJS.Timeout | undefined;
       let onAbort = () => {};
       const outcome = await Promise.race<QuestionRow | 'timeout' | 'aborted'>([
@@ -422,29 +433,25 @@ export function createQuestions(deps: QuestionsDeps) {
       const id = newQuestionId();
       const { destination } = request;
       const sameChat = scope.origin && scope.origin.connector === destination.connector && scope.origin.chat === destination.chat;
-      const row = await insertQuestion(db, {
-        id,
-        kind: 'ask',
-        persona: scope.persona.name,
-        conversationId: scope.conversationId,
-        turnId: scope.turnId,
-        method: 'ask_user',
-        data: { question: request.question },
-        text: `❓ ${request.question}`,
-        choices: normalizeChoices(request.choices),
-        connector: destination.connector,
-        chat: destination.chat,
-        thread: destination.thread,
-        askedUser: sameChat && scope.kind === 'user' ? scope.origin?.sender : undefined,
-        expiresAt: new Date(Date.now() + request.expiresInMs),
-      });
-      await publish('pending', id);
-      const failed = await show(row, destination);
-      if (failed) {
-        await expireQuestion(db, id, `it could not be shown: ${failed}`);
-        await publish('done', id);
-        throw new Error(`the question could not be sent to ${destination.connector}:${destination.chat}: ${failed}`);
-      }
+      await open(
+        {
+          id,
+          kind: 'ask',
+          persona: scope.persona.name,
+          conversationId: scope.conversationId,
+          turnId: scope.turnId,
+          method: 'ask_user',
+          data: { question: request.question },
+          text: `❓ ${request.question}`,
+          choices: normalizeChoices(request.choices),
+          connector: destination.connector,
+          chat: destination.chat,
+          thread: destination.thread,
+          askedUser: sameChat && scope.kind === 'user' ? scope.origin?.sender : undefined,
+          expiresAt: new Date(Date.now() + request.expiresInMs),
+        },
+        destination,
+      );
       return { id, short: shortQuestionId(id) };
     },
 
