@@ -6,42 +6,31 @@ import { checkSchedules, type ScheduleEntry } from './persona.ts';
 
 const FORMAT = { formattingOptions: { insertSpaces: true, tabSize: 2 } };
 
-/** Changes queued per file, so two edits in one process never interleave. */
-const queues = new Map<string, Promise<unknown>>();
-
 /**
  * Edits a persona's `schedules.jsonc` in place, keeping its comments: `change` gets the entries as the file holds
- * them now and returns the edit to make (it may throw a ConfigError, a missing name say). The result is checked like the file is at start-up before it is written (atomically);
- * a problem throws a ConfigError and leaves the file as it was.
+ * them now and returns the edit to make (it may throw a ConfigError, a missing name say). The result is checked
+ * like the file is at start-up before it is written (atomically); a problem throws a ConfigError and leaves the file
+ * as it was. Callers serialize edits of one persona (the scheduler holds a database lock per persona).
  */
 export function editSchedules(
   dir: string,
   change: (entries: ScheduleEntry[]) => { index: number; value: ScheduleEntry | undefined } | { append: ScheduleEntry },
-): Promise<ScheduleEntry[]> {
+): ScheduleEntry[] {
   const file = path.join(dir, 'schedules.jsonc');
-  const run = async () => {
-    let text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
-    if (stripComments(text).trim() === '') text = `${text.trimEnd()}${text.trim() ? '\n' : ''}[]\n`;
-    const errors: ParseError[] = [];
-    const current = (parseJsonc(text, errors, { allowTrailingComma: true }) ?? []) as ScheduleEntry[];
-    // Messages name the file as the persona knows it, not by its place on this machine.
-    const label = 'schedules.jsonc';
-    if (errors.length) throw new ConfigError(`${label} cannot be parsed; fix it by hand first`);
-    checkSchedules(label, current);
-    const edit = change(current);
-    const edits = 'append' in edit ? modify(text, [current.length], edit.append, { ...FORMAT, isArrayInsertion: true }) : modify(text, [edit.index], edit.value, FORMAT);
-    const next = applyEdits(text, edits);
-    const entries = checkSchedules(label, parseJsonc(next, [], { allowTrailingComma: true }));
-    const temporary = `${file}.${process.pid}.tmp`;
-    fs.writeFileSync(temporary, next);
-    fs.renameSync(temporary, file);
-    return entries;
-  };
-  const previous = queues.get(file) ?? Promise.resolve();
-  const result = previous.then(run, run);
-  queues.set(
-    file,
-    result.catch(() => {}),
-  );
-  return result;
+  let text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+  if (stripComments(text).trim() === '') text = `${text.trimEnd()}${text.trim() ? '\n' : ''}[]\n`;
+  const errors: ParseError[] = [];
+  const current = (parseJsonc(text, errors, { allowTrailingComma: true }) ?? []) as ScheduleEntry[];
+  // Messages name the file as the persona knows it, not by its place on this machine.
+  const label = 'schedules.jsonc';
+  if (errors.length) throw new ConfigError(`${label} cannot be parsed; fix it by hand first`);
+  checkSchedules(label, current);
+  const edit = change(current);
+  const edits = 'append' in edit ? modify(text, [current.length], edit.append, { ...FORMAT, isArrayInsertion: true }) : modify(text, [edit.index], edit.value, FORMAT);
+  const next = applyEdits(text, edits);
+  const entries = checkSchedules(label, parseJsonc(next, [], { allowTrailingComma: true }));
+  const temporary = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(temporary, next);
+  fs.renameSync(temporary, file);
+  return entries;
 }

@@ -56,15 +56,15 @@ export async function pendingReminders(db: Queryable, persona: string): Promise<
     .orderBy(asc(reminders.dueAt));
 }
 
-/** Due times of the next pending reminders still ahead (of every persona). */
-export async function upcomingDueTimes(db: Queryable, limit = 1): Promise<Date[]> {
-  const rows = await db
+/** When the next pending reminder still ahead is due (of every persona). */
+export async function nextDueTime(db: Queryable): Promise<Date | undefined> {
+  const [row] = await db
     .select({ dueAt: reminders.dueAt })
     .from(reminders)
     .where(and(eq(reminders.status, 'pending'), sql`${reminders.dueAt} > now()`))
     .orderBy(asc(reminders.dueAt))
-    .limit(limit);
-  return rows.map((r) => r.dueAt);
+    .limit(1);
+  return row?.dueAt;
 }
 
 export async function pauseSchedules(db: Queryable, persona: string, name: string): Promise<void> {

@@ -17,7 +17,7 @@ import {
   recordReminderFired,
   strandedReminders,
   resumeSchedules,
-  upcomingDueTimes,
+  nextDueTime,
   type ReminderRow,
 } from '#src/db/reminders.ts';
 import type { DeliveryTarget, Origin, ReminderView, ScheduleView, SchedulingApi, TurnKind } from '#src/tools/types.ts';
@@ -73,7 +73,7 @@ export function createScheduler(deps: {
   async function arm() {
     if (stopped || !reminderWorker) return;
     const mine = ++generation;
-    const [next] = await upcomingDueTimes(db);
+    const next = await nextDueTime(db);
     // A later call has looked since: its answer is the newer one.
     if (mine !== generation) return;
     clearTimeout(timer);
@@ -242,14 +242,17 @@ export function createScheduler(deps: {
     }
   }
 
-  async function view(persona: Persona, entry: ScheduleEntry, paused: string[]): Promise<ScheduleView> {
+  /** An entry as `list` shows it: paused or not, and when it runs next (never, when it is disabled). */
+  function view(entry: ScheduleEntry, paused: string[]): ScheduleView {
     let nextRun: string | undefined;
-    try {
-      nextRun = CronExpressionParser.parse(entry.cron, { tz: deps.timezone }).next().toDate().toISOString();
-    } catch {
-      nextRun = undefined;
+    if (entry.enabled !== false) {
+      try {
+        nextRun = CronExpressionParser.parse(entry.cron, { tz: deps.timezone }).next().toDate().toISOString();
+      } catch {
+        nextRun = undefined;
+      }
     }
-    return { ...entry, paused: paused.includes('*') || paused.includes(entry.name), nextRun: entry.enabled === false ? undefined : nextRun };
+    return { ...entry, paused: paused.includes('*') || paused.includes(entry.name), nextRun };
   }
 
   async function scheduleChanged(persona: Persona, entries: ScheduleEntry[]) {
@@ -281,7 +284,7 @@ export function createScheduler(deps: {
     const edit = (change: Parameters<typeof editSchedules>[1]) =>
       db.transaction(async (tx) => {
         await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`parlor:schedules:${persona.name}`}))`);
-        const entries = await editSchedules(persona.dir, change);
+        const entries = editSchedules(persona.dir, change);
         await scheduleChanged(persona, entries);
         return entries;
       });
@@ -337,13 +340,13 @@ export function createScheduler(deps: {
       },
       async list() {
         const paused = await pausedSchedules(db, persona.name);
-        const schedules = await Promise.all(currentSchedules(persona).map((e) => view(persona, e, paused)));
+        const schedules = currentSchedules(persona).map((e) => view(e, paused));
         return { schedules, reminders: (await pendingReminders(db, persona.name)).map(reminderView) };
       },
       async addSchedule(entry) {
         checkDeliver(entry.deliver);
         await edit(() => ({ append: entry }));
-        return view(persona, entry, await pausedSchedules(db, persona.name));
+        return view(entry, await pausedSchedules(db, persona.name));
       },
       async updateSchedule(name, patch) {
         checkDeliver(patch.deliver);
@@ -353,7 +356,7 @@ export function createScheduler(deps: {
           merged = { ...entries[index], ...patch, name };
           return { index, value: merged };
         });
-        return view(persona, merged!, await pausedSchedules(db, persona.name));
+        return view(merged!, await pausedSchedules(db, persona.name));
       },
       async removeSchedule(name) {
         await edit((entries) => ({ index: find(entries, name), value: undefined }));
