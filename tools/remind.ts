@@ -28,6 +28,14 @@ interface Args {
 const PAST_GRACE_MS = 5000;
 const TEN_YEARS_SECONDS = 10 * 365 * 24 * 3600;
 const MAX_AHEAD_MS = TEN_YEARS_SECONDS * 1000;
+/** What each action cannot do without. */
+const REQUIRED: Partial<Record<Action, (keyof Args)[]>> = {
+  cancel_reminder: ['name'],
+  add: ['name', 'type', 'cron', 'prompt'],
+  update: ['name'],
+  remove: ['name'],
+  run_now: ['name'],
+};
 /** Actions that change the persona's standing work: in a group, only its own people may take them. */
 const OWNER_ACTIONS: readonly Action[] = ['add', 'update', 'remove', 'run_now', 'pause', 'resume'];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]*$/;
@@ -87,20 +95,19 @@ async function act(args: Args, ctx: ToolContext, scheduling: SchedulingApi, time
   if (OWNER_ACTIONS.includes(args.action) && ctx.origin?.chatType === 'group' && !ctx.persona.users.includes(sender) && !ctx.persona.approvers.includes(sender)) {
     return `error: only the persona's own users can ${args.action.replace('_', ' ')} its schedules; ask them`;
   }
-  const need = (field: keyof Args) => (args[field] === undefined ? `error: ${args.action} needs ${field}` : undefined);
+  const absent = (REQUIRED[args.action] ?? []).find((field) => args[field] === undefined);
+  if (absent) return `error: ${args.action} needs ${absent}`;
   switch (args.action) {
     case 'list':
       return describeList(await scheduling.list(), timezone);
     case 'remind':
       return addReminder(args, ctx, scheduling, timezone);
     case 'cancel_reminder': {
-      if (need('name')) return need('name')!;
-      // Wake-ups belong to their conversations: schedule_wakeup with time "0" cancels this one's.
-      if (!NAME.test(args.name!)) return `error: there is no pending reminder named "${args.name}"`;
-      return (await scheduling.cancelReminder(args.name!)) ? `reminder "${args.name}" cancelled` : `error: there is no pending reminder named "${args.name}"`;
+      // Wake-ups (named wakeup:<conversation>) belong to their conversations: schedule_wakeup "0" cancels this one's.
+      const cancelled = NAME.test(args.name!) && (await scheduling.cancelReminder(args.name!));
+      return cancelled ? `reminder "${args.name}" cancelled` : `error: there is no pending reminder named "${args.name}"`;
     }
     case 'add': {
-      for (const field of ['name', 'type', 'cron', 'prompt'] as const) if (need(field)) return need(field)!;
       const entry: ScheduleEntry = {
         name: args.name!,
         type: args.type!,
@@ -113,7 +120,6 @@ async function act(args: Args, ctx: ToolContext, scheduling: SchedulingApi, time
       return `added: ${describeSchedule(await scheduling.addSchedule(entry), timezone)}`;
     }
     case 'update': {
-      if (need('name')) return need('name')!;
       const patch: Partial<ScheduleEntry> = {};
       if (args.type) patch.type = args.type;
       if (args.cron) patch.cron = args.cron;
@@ -125,11 +131,9 @@ async function act(args: Args, ctx: ToolContext, scheduling: SchedulingApi, time
       return `updated: ${describeSchedule(await scheduling.updateSchedule(args.name!, patch), timezone)}`;
     }
     case 'remove':
-      if (need('name')) return need('name')!;
       await scheduling.removeSchedule(args.name!);
       return `removed schedule "${args.name}"`;
     case 'run_now':
-      if (need('name')) return need('name')!;
       await scheduling.runNow(args.name!);
       return `schedule "${args.name}" is running now, in its own turn`;
     case 'pause':
