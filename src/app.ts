@@ -19,7 +19,6 @@ import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, withModelRetries } from '#src/llm/index.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
-import { hasPendingQuestion } from '#src/db/questions.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import type { Tool } from '#src/tools/types.ts';
@@ -199,7 +198,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       async waitForIdle(conversationId, timeoutMs = 600_000, waitOptions = {}) {
         const deadline = Date.now() + timeoutMs;
         const settled = async () =>
-          (await conversationIsIdle(database.db, conversationId)) || (waitOptions.orQuestion === true && (await hasPendingQuestion(database.db, conversationId)));
+          (await conversationIsIdle(database.db, conversationId)) || (waitOptions.orQuestion === true && (await questions.awaitingAnswer(conversationId)));
         while (!(await settled())) {
           if (Date.now() > deadline) throw new Error(`conversation ${conversationId} still busy after ${timeoutMs} ms`);
           await new Promise((r) => setTimeout(r, 20));

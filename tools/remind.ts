@@ -204,7 +204,7 @@ async function addReminder(args: Args, ctx: ToolContext, scheduling: SchedulingA
 }
 
 /** ISO 8601; a time without an offset is in the schedule time zone. */
-export function parseTime(text: string, timezone: string): { date: Date } | { error: string } {
+function parseTime(text: string, timezone: string): { date: Date } | { error: string } {
   const parsed = DateTime.fromISO(text.trim(), { zone: timezone, setZone: true });
   if (!parsed.isValid) return { error: `"${text}" is not an ISO 8601 time (e.g. "2026-12-01T09:00" or "2026-12-01T09:00:00+01:00")` };
   return { date: parsed.toJSDate() };

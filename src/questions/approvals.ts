@@ -6,7 +6,7 @@ import type { Choice } from './format.ts';
 import { summarizeArgs } from './summary.ts';
 import { RemoteMethodCancelled, RemoteMethodTimeout, type WaitForAnswer } from './waiting.ts';
 
-export const DEFAULT_APPROVAL_TIMEOUT_MS = 300_000;
+const DEFAULT_APPROVAL_TIMEOUT_MS = 300_000;
 
 const APPROVAL_CHOICES: Choice[] = [
   { id: 'once', label: 'Allow once' },

@@ -39,10 +39,10 @@ import { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope, type Wa
 
 export { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope } from './waiting.ts';
 
-export { closedText, MAX_CHOICES, type Choice, type QuestionView } from './format.ts';
+export { MAX_CHOICES, type Choice, type QuestionView } from './format.ts';
 
-export const QUESTION_CHANNEL = 'parlor_question';
-export const DEFAULT_REMOTE_TIMEOUT_MS = 120_000;
+const QUESTION_CHANNEL = 'parlor_question';
+const DEFAULT_REMOTE_TIMEOUT_MS = 120_000;
 
 export type QuestionEvent = { type: 'method.pending' | 'method.done'; question: QuestionView };
 
