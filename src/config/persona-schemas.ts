@@ -48,6 +48,8 @@ export const toolsSchema = {
     turnTimeoutSeconds: { type: 'integer', minimum: 5, maximum: 7200 },
     // How long an approval question waits for a click before it counts as a deny.
     approvalTimeoutSeconds: { type: 'integer', minimum: 1, maximum: 7200 },
+    // Commands run in a sandbox (bubblewrap); "unsandboxed" is the owner's explicit choice where none is available.
+    shell: { enum: ['sandboxed', 'unsandboxed'] },
   },
 } as const;
 

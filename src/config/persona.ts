@@ -42,7 +42,17 @@ export interface Persona {
   approvers: string[];
   primary?: Destination;
   channels: ChannelConfig[];
-  tools: { deny: string[]; approve: string[]; thinking: boolean; model?: string; maxIterations?: number; turnTimeoutSeconds?: number; approvalTimeoutSeconds?: number };
+  tools: {
+    deny: string[];
+    approve: string[];
+    thinking: boolean;
+    model?: string;
+    maxIterations?: number;
+    turnTimeoutSeconds?: number;
+    approvalTimeoutSeconds?: number;
+    /** How commands run: in the sandbox (the default), or, by the owner's explicit choice, without one. */
+    shell: 'sandboxed' | 'unsandboxed';
+  };
   schedules: ScheduleEntry[];
   /** Persona secrets from its `.env`: handed to tools by name, never shown to the model. */
   secrets: Record<string, string>;
@@ -118,7 +128,16 @@ export function loadPersona(dir: string): Persona {
     approvers: connectors.approvers ?? users,
     primary: connectors.primary,
     channels: (connectors.channels ?? []).map((c) => ({ ...c, mention: c.mention ?? true })),
-    tools: { deny: tools.deny ?? [], approve: tools.approve ?? [], thinking: tools.thinking ?? false, model: tools.model, maxIterations: tools.maxIterations, turnTimeoutSeconds: tools.turnTimeoutSeconds, approvalTimeoutSeconds: tools.approvalTimeoutSeconds },
+    tools: {
+      deny: tools.deny ?? [],
+      approve: tools.approve ?? [],
+      thinking: tools.thinking ?? false,
+      model: tools.model,
+      maxIterations: tools.maxIterations,
+      turnTimeoutSeconds: tools.turnTimeoutSeconds,
+      approvalTimeoutSeconds: tools.approvalTimeoutSeconds,
+      shell: tools.shell ?? 'sandboxed',
+    },
     schedules,
     secrets,
     workspace: path.join(dir, 'workspace'),

@@ -114,6 +114,8 @@ export const outboundMessages = pgTable(
     createdAt: createdAt(),
     /** When a sender took the row ('sending'); a row left 'sending' long after that lost its sender. */
     claimedAt: timestamp('claimed_at', { withTimezone: true }),
+    /** The database session (application name) of the process sending the row; gone from pg_stat_activity, it died. */
+    claimedBy: text('claimed_by'),
     sentAt: timestamp('sent_at', { withTimezone: true }),
   },
   (t) => [
@@ -122,7 +124,28 @@ export const outboundMessages = pgTable(
     index('outbound_turn_idx').on(t.turnId),
     index('outbound_open_idx').on(t.conversationId).where(sql`${t.status} in ('pending', 'sending')`),
     index('outbound_created_idx').on(t.createdAt),
+    index('outbound_sending_idx').on(t.claimedBy).where(sql`${t.status} = 'sending'`),
   ],
+);
+
+/**
+ * Platform events that could not be stored. Each failure is counted here (outside the failed transaction); after a
+ * few, the event is dead-lettered: kept raw for the owner to look at, and acknowledged so the platform moves on.
+ */
+export const inboundFailures = pgTable(
+  'inbound_failures',
+  {
+    connector: text('connector').notNull(),
+    externalId: text('external_id').notNull(),
+    attempts: integer('attempts').notNull().default(0),
+    lastError: text('last_error'),
+    /** The event as JSON text (escaped, so NUL and broken code points survive). */
+    raw: text('raw'),
+    deadLettered: boolean('dead_lettered').notNull().default(false),
+    firstFailedAt: timestamp('first_failed_at', { withTimezone: true }).notNull().defaultNow(),
+    lastFailedAt: timestamp('last_failed_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.connector, t.externalId] })],
 );
 
 /** When an unknown sender was last told how to get access, so they hear it at most once a day. */
