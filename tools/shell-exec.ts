@@ -4,6 +4,7 @@ import { execa } from 'execa';
 import type { Persona } from '#src/config/persona.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { deniedReason } from './shell-deny.ts';
+import { formatSeconds, summarizeShellCall } from './shell-summary.ts';
 
 export { deniedReason } from './shell-deny.ts';
 
@@ -59,7 +60,7 @@ export function createShellExecTool(): Tool<Args> {
     // The runner's outer limit; the tool's own timeout (at most MAX_TIMEOUT_MS) fires first and reports the output.
     timeoutMs: MAX_TIMEOUT_MS + 30_000,
     approval: {
-      summary: summarize,
+      summary: summarizeShellCall,
       // "Always allow" covers the exact call: the command, and its folder and variables when it has them.
       scope: (args) => (args.cwd || args.env ? JSON.stringify({ command: args.command, cwd: args.cwd, env: args.env }) : args.command),
       refuse: (args) => deniedReason(args.command),
@@ -233,24 +234,4 @@ async function resolveCwd(persona: Persona, given: string | undefined): Promise<
 function isInside(root: string, target: string): boolean {
   const relative = path.relative(root, target);
   return relative === '' || (!relative.startsWith('..') && !path.isAbsolute(relative));
-}
-
-/**
- * The approval question's account of the call: the whole command in a code block (fenced so nothing inside it can
- * change how it is shown), then its folder, timeout and variables.
- */
-function summarize(args: Args): string {
-  const command = args.command.length > 3000 ? `${args.command.slice(0, 3000)}\n… (${args.command.length} characters in all)` : args.command;
-  const longestRun = Math.max(2, ...(command.match(/`+/g) ?? []).map((run) => run.length));
-  const fence = '`'.repeat(longestRun + 1);
-  const details: string[] = [];
-  if (args.cwd) details.push(`in ${args.cwd}`);
-  if (args.timeout_ms !== undefined) details.push(`timeout ${formatSeconds(args.timeout_ms)}`);
-  const env = Object.entries(args.env ?? {}).map(([name, value]) => `${name}=${value.length > 40 ? `${value.slice(0, 40)}…` : value}`);
-  if (env.length) details.push(`env ${env.join(' ')}`);
-  return `${fence}\n${command}\n${fence}${details.length ? `\n(${details.join(', ')})` : ''}`;
-}
-
-function formatSeconds(ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000}s` : `${(ms / 1000).toFixed(1)}s`;
 }
