@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Ajv, type ErrorObject } from 'ajv';
 import { CronExpressionParser } from 'cron-parser';
+import { closest, distance } from 'fastest-levenshtein';
 import { parse as parseJsonc, printParseErrorCode, stripComments, type ParseError } from 'jsonc-parser';
 import { parseEnvText } from './env.ts';
 import { ConfigError } from './errors.ts';
@@ -67,15 +68,25 @@ const validateSchedules = ajv.compile(schedulesSchema);
 
 const NAME = /^[a-z0-9][a-z0-9_-]*$/;
 
+export interface LoadOptions {
+  /**
+   * The connector ids a persona may name (in `users`, `approvers`, `primary`, `channels` and schedule deliveries):
+   * every connector of this deployment, whether or not its token is set. Absent: the names are not checked.
+   */
+  connectors?: readonly string[];
+}
+
 /** Loads every persona folder under `dir`. Any problem is a ConfigError naming the file and JSON path. */
-export function loadPersonas(dir: string): Persona[] {
-  if (!fs.existsSync(dir)) {
+export function loadPersonas(dir: string, options: LoadOptions = {}): Persona[] {
+  const kind = fileKind(dir);
+  if (kind === 'missing') {
     throw new ConfigError(`personas folder ${dir} does not exist; create it with one folder per persona, or set PARLOR_PERSONAS_DIR`);
   }
+  if (kind !== 'directory') throw new ConfigError(`personas folder ${dir} ${describeKind(dir, kind)}; it must be a folder with one folder per persona`);
   const personas = fs
     .readdirSync(dir, { withFileTypes: true })
-    .filter((e) => e.isDirectory() && !e.name.startsWith('.'))
-    .map((e) => loadPersona(path.join(dir, e.name)));
+    .filter((e) => !e.name.startsWith('.') && (e.isDirectory() || (e.isSymbolicLink() && personaLink(path.join(dir, e.name)))))
+    .map((e) => loadPersona(path.join(dir, e.name), options));
   if (personas.length === 0) {
     throw new ConfigError(`no personas in ${dir}; add a folder with a SOUL.md (see personas/assistant in the Parlor repository)`);
   }
@@ -86,14 +97,15 @@ export function loadPersonas(dir: string): Persona[] {
   return personas;
 }
 
-export function loadPersona(dir: string): Persona {
+export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
   const name = path.basename(dir);
   if (!NAME.test(name)) {
     throw new ConfigError(`${dir}: persona folder names use lowercase letters, digits, - and _ (got "${name}")`);
   }
   const soulFile = path.join(dir, 'SOUL.md');
-  if (!fs.existsSync(soulFile)) throw new ConfigError(`${soulFile} is missing; every persona needs a SOUL.md saying who it is`);
-  const soul = fs.readFileSync(soulFile, 'utf8').trim();
+  const soulText = readConfigFile(soulFile);
+  if (soulText === undefined) throw new ConfigError(`${soulFile} is missing; every persona needs a SOUL.md saying who it is`);
+  const soul = soulText.trim();
   if (!soul) throw new ConfigError(`${soulFile} is empty; say who the persona is`);
 
   const connectors = readJsonc(path.join(dir, 'connectors.jsonc'), validateConnectors, {}) as {
@@ -105,24 +117,28 @@ export function loadPersona(dir: string): Persona {
   };
   const tools = readJsonc(path.join(dir, 'tools.jsonc'), validateTools, {}) as Partial<Persona['tools']>;
   const schedules = loadSchedules(dir);
+  if (options.connectors) {
+    checkConnectorNames(path.join(dir, 'connectors.jsonc'), connectors, options.connectors);
+    checkDeliveryConnectors(path.join(dir, 'schedules.jsonc'), schedules, options.connectors);
+  }
 
   const envFile = path.join(dir, '.env');
   let secrets: Record<string, string> = {};
-  if (fs.existsSync(envFile)) {
+  const envText = readConfigFile(envFile);
+  if (envText !== undefined) {
     try {
-      secrets = parseEnvText(fs.readFileSync(envFile, 'utf8'));
+      secrets = parseEnvText(envText);
     } catch (err) {
       throw new ConfigError(`${envFile}: cannot be parsed (${(err as Error).message})`);
     }
   }
 
-  const heartbeatFile = path.join(dir, 'HEARTBEAT.md');
   const users = connectors.users ?? [];
   return {
     name,
     dir,
     soul,
-    heartbeat: fs.existsSync(heartbeatFile) ? fs.readFileSync(heartbeatFile, 'utf8').trim() : undefined,
+    heartbeat: readConfigFile(path.join(dir, 'HEARTBEAT.md'))?.trim(),
     isDefault: connectors.default ?? false,
     users,
     approvers: connectors.approvers ?? users,
@@ -175,9 +191,8 @@ export function checkSchedules(file: string, schedules: unknown): ScheduleEntry[
 type Validator = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
 
 function readJsonc(file: string, validate: Validator, fallback: unknown): unknown {
-  if (!fs.existsSync(file)) return fallback;
-  const text = fs.readFileSync(file, 'utf8');
-  if (holdsNoValue(text)) return fallback;
+  const text = readConfigFile(file);
+  if (text === undefined || holdsNoValue(text)) return fallback;
   const errors: ParseError[] = [];
   const data = parseJsonc(text, errors, { allowTrailingComma: true, disallowComments: false });
   if (errors.length) {
@@ -187,6 +202,95 @@ function readJsonc(file: string, validate: Validator, fallback: unknown): unknow
   if (data === undefined) return fallback;
   if (!validate(data)) throw new ConfigError(`${file}: ${describeSchemaError(validate.errors?.[0])}`);
   return data;
+}
+
+type FileKind = 'missing' | 'file' | 'directory' | 'dangling' | 'other';
+
+/** What is at `file`, following symlinks; a symlink whose target is gone is `dangling`, not missing. */
+function fileKind(file: string): FileKind {
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new ConfigError(`${file} cannot be read (${(err as Error).message})`);
+    try {
+      return fs.lstatSync(file).isSymbolicLink() ? 'dangling' : 'missing';
+    } catch {
+      return 'missing';
+    }
+  }
+  return stat.isFile() ? 'file' : stat.isDirectory() ? 'directory' : 'other';
+}
+
+function describeKind(file: string, kind: FileKind): string {
+  switch (kind) {
+    case 'directory':
+      return 'is a directory';
+    case 'dangling':
+      return `is a symlink to ${fs.readlinkSync(file)}, which does not exist`;
+    case 'other':
+      return 'is not a regular file';
+    default:
+      return `is a ${kind}`;
+  }
+}
+
+/**
+ * The text of an optional persona file, or undefined when there is none. Anything else that is not a readable
+ * file (a directory, a symlink to nothing, a FIFO that would block the read) is a ConfigError naming it.
+ */
+function readConfigFile(file: string): string | undefined {
+  const kind = fileKind(file);
+  if (kind === 'missing') return undefined;
+  if (kind !== 'file') throw new ConfigError(`${file} ${describeKind(file, kind)}; ${kind === 'dangling' ? 'point it at a file or remove it' : 'it must be a file'}`);
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${file} cannot be read (${(err as Error).message})`);
+  }
+}
+
+/** A symlink in the personas folder is a persona when it leads to a folder; one that leads nowhere is an error. */
+function personaLink(link: string): boolean {
+  const kind = fileKind(link);
+  if (kind === 'dangling') throw new ConfigError(`persona folder ${link} ${describeKind(link, kind)}`);
+  return kind === 'directory';
+}
+
+/** Every connector a persona's connectors.jsonc names is one this deployment has. */
+function checkConnectorNames(
+  file: string,
+  connectors: { users?: string[]; approvers?: string[]; primary?: Destination; channels?: { connector: string }[] },
+  known: readonly string[],
+): void {
+  for (const field of ['users', 'approvers'] as const) {
+    connectors[field]?.forEach((address, i) => {
+      const id = address.slice(0, address.indexOf(':'));
+      if (!known.includes(id)) throw new ConfigError(`${file}: /${field}/${i} ${JSON.stringify(address)} names no connector ${JSON.stringify(id)} ${knownHint(id, known)}`);
+    });
+  }
+  if (connectors.primary) checkConnectorField(file, '/primary/connector', connectors.primary.connector, known);
+  connectors.channels?.forEach((channel, i) => checkConnectorField(file, `/channels/${i}/connector`, channel.connector, known));
+}
+
+function checkDeliveryConnectors(file: string, schedules: ScheduleEntry[], known: readonly string[]): void {
+  schedules.forEach((entry, i) => {
+    if (entry.deliver) checkConnectorField(file, `/${i}/deliver/connector`, entry.deliver.connector, known);
+  });
+}
+
+function checkConnectorField(file: string, pointer: string, id: string, known: readonly string[]): void {
+  if (!known.includes(id)) throw new ConfigError(`${file}: ${pointer} ${JSON.stringify(id)} is no connector ${knownHint(id, known)}`);
+}
+
+/** `(known: a, b; did you mean "c"?)` */
+function knownHint(id: string, known: readonly string[]): string {
+  const names = [...new Set(known)].sort();
+  if (names.length === 0) return '(no connectors are known)';
+  const nearest = closest(id, names);
+  const near = distance(id, nearest) <= Math.max(2, Math.floor(id.length / 3));
+  return `(known: ${names.join(', ')}${near ? `; did you mean ${JSON.stringify(nearest)}?` : ''})`;
 }
 
 /** An empty or comments-only file means "nothing configured", like a missing one. */
@@ -232,13 +336,15 @@ export function checkCron(expr: string): string | undefined {
 }
 
 function loadSkills(dir: string): Persona['skills'] {
-  if (!fs.existsSync(dir)) return [];
+  const kind = fileKind(dir);
+  if (kind === 'missing') return [];
+  if (kind !== 'directory') throw new ConfigError(`${dir} ${describeKind(dir, kind)}; it must be a folder with one folder per skill`);
   return fs
     .readdirSync(dir, { withFileTypes: true })
-    .filter((e) => e.isDirectory() && fs.existsSync(path.join(dir, e.name, 'SKILL.md')))
-    .map((e) => {
+    .map((e) => ({ e, text: e.isDirectory() ? readConfigFile(path.join(dir, e.name, 'SKILL.md')) : undefined }))
+    .filter((s): s is { e: fs.Dirent; text: string } => s.text !== undefined)
+    .map(({ e, text }) => {
       const file = path.join(dir, e.name, 'SKILL.md');
-      const text = fs.readFileSync(file, 'utf8');
       const description = /^description:\s*(.+)$/m.exec(text)?.[1]?.trim() ?? text.split('\n').find((l) => l.trim() && !l.startsWith('---'))?.trim() ?? '';
       return { name: e.name, description, file };
     });

@@ -233,6 +233,113 @@ describe('schedules', () => {
   });
 });
 
+describe('files that are not files', () => {
+  const FILES = ['SOUL.md', 'connectors.jsonc', 'tools.jsonc', 'schedules.jsonc', 'HEARTBEAT.md', '.env'];
+
+  it.each(FILES)('a %s that is a directory is a one-line error naming it, not a stack trace', (file) => {
+    const dir = persona('p', { [file]: null });
+    fs.mkdirSync(path.join(dir, file));
+    const err = configError(() => loadPersonas(root));
+    expect(err.message).toBe(`${path.join(dir, file)} is a directory; it must be a file`);
+  });
+
+  it.each(FILES)('a %s that is a symlink to nothing is an error, not a missing file', (file) => {
+    const dir = persona('p', { [file]: null });
+    const target = path.join(root, 'gone', file);
+    fs.symlinkSync(target, path.join(dir, file));
+    const err = configError(() => loadPersonas(root));
+    expect(err.message).toBe(`${path.join(dir, file)} is a symlink to ${target}, which does not exist; point it at a file or remove it`);
+  });
+
+  it('a symlink loop is an error naming the file', () => {
+    const dir = persona('p');
+    fs.symlinkSync(path.join(dir, 'tools.jsonc'), path.join(dir, 'tools.jsonc'));
+    const err = configError(() => loadPersona(dir));
+    expect(err.message.startsWith(`${path.join(dir, 'tools.jsonc')} cannot be read (ELOOP`)).toBe(true);
+  });
+
+  it('a symlink to a real file is read through', () => {
+    const dir = persona('p');
+    fs.writeFileSync(path.join(root, 'shared-tools.jsonc'), '{ "thinking": true }');
+    fs.writeFileSync(path.join(root, 'shared-soul.md'), 'You are shared.');
+    fs.rmSync(path.join(dir, 'SOUL.md'));
+    fs.symlinkSync(path.join(root, 'shared-tools.jsonc'), path.join(dir, 'tools.jsonc'));
+    fs.symlinkSync(path.join(root, 'shared-soul.md'), path.join(dir, 'SOUL.md'));
+    const p = loadPersona(dir);
+    expect(p.tools.thinking).toBe(true);
+    expect(p.soul).toBe('You are shared.');
+  });
+
+  it('a skills/<name>/SKILL.md that is a directory, and a skills that is a file', () => {
+    const dir = persona('p');
+    fs.mkdirSync(path.join(dir, 'skills', 'weather', 'SKILL.md'), { recursive: true });
+    expect(configError(() => loadPersona(dir)).message).toBe(`${path.join(dir, 'skills', 'weather', 'SKILL.md')} is a directory; it must be a file`);
+    fs.rmSync(path.join(dir, 'skills'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'skills'), 'oops');
+    expect(configError(() => loadPersona(dir)).message).toBe(`${path.join(dir, 'skills')} is a file; it must be a folder with one folder per skill`);
+  });
+
+  it('a persona folder that is a symlink loads; one that leads nowhere is an error', () => {
+    const real = fs.mkdtempSync(path.join(os.tmpdir(), 'parlor-linked-'));
+    try {
+      fs.writeFileSync(path.join(real, 'SOUL.md'), 'You are linked.');
+      fs.symlinkSync(real, path.join(root, 'linked'));
+      expect(loadPersonas(root).map((p) => [p.name, p.soul])).toEqual([['linked', 'You are linked.']]);
+      fs.symlinkSync(path.join(root, 'nowhere'), path.join(root, 'dangling'));
+      expect(configError(() => loadPersonas(root)).message).toBe(`persona folder ${path.join(root, 'dangling')} is a symlink to ${path.join(root, 'nowhere')}, which does not exist`);
+    } finally {
+      fs.rmSync(real, { recursive: true, force: true });
+    }
+  });
+
+  it('a personas folder that is a file', () => {
+    const file = path.join(root, 'personas.txt');
+    fs.writeFileSync(file, '');
+    expect(configError(() => loadPersonas(file)).message).toBe(`personas folder ${file} is a file; it must be a folder with one folder per persona`);
+  });
+});
+
+describe('connector names', () => {
+  const KNOWN = ['telegram', 'discord', 'slack', 'terminal'];
+  const HINT = '(known: discord, slack, telegram, terminal; did you mean "telegram"?)';
+
+  it.each([
+    ['users', { users: ['telegram:1', 'telegrm:123'] }, `/users/1 "telegrm:123" names no connector "telegrm" ${HINT}`],
+    ['approvers', { users: ['telegram:1'], approvers: ['telegrm:123'] }, `/approvers/0 "telegrm:123" names no connector "telegrm" ${HINT}`],
+    ['primary', { primary: { connector: 'telegrm', to: '1' } }, `/primary/connector "telegrm" is no connector ${HINT}`],
+    ['channels', { channels: [{ connector: 'slack', chat: 'C1' }, { connector: 'telegrm', chat: '-100' }] }, `/channels/1/connector "telegrm" is no connector ${HINT}`],
+  ])('an unknown connector in %s names the file, the JSON path and the nearest known one', (_field, connectors, problem) => {
+    const dir = persona('p', { 'connectors.jsonc': JSON.stringify(connectors) });
+    const err = configError(() => loadPersonas(root, { connectors: KNOWN }));
+    expect(err.message).toBe(`${path.join(dir, 'connectors.jsonc')}: ${problem}`);
+  });
+
+  it("in a schedule's deliver", () => {
+    const dir = persona('p', { 'schedules.jsonc': JSON.stringify([{ name: 'a', type: 'cron', cron: '0 9 * * *', prompt: 'p', deliver: { connector: 'telegrm', to: '1' } }]) });
+    const err = configError(() => loadPersona(dir, { connectors: KNOWN }));
+    expect(err.message).toBe(`${path.join(dir, 'schedules.jsonc')}: /0/deliver/connector "telegrm" is no connector ${HINT}`);
+  });
+
+  it('a name far from every known one gets no suggestion', () => {
+    const dir = persona('p', { 'connectors.jsonc': JSON.stringify({ users: ['matrix:@ana:example.org'] }) });
+    const err = configError(() => loadPersona(dir, { connectors: KNOWN }));
+    expect(err.message).toBe(`${path.join(dir, 'connectors.jsonc')}: /users/0 "matrix:@ana:example.org" names no connector "matrix" (known: discord, slack, telegram, terminal)`);
+  });
+
+  it('known names load, and without the list nothing is checked', () => {
+    const connectors = {
+      users: ['telegram:1', 'discord:2'],
+      approvers: ['slack:U1'],
+      primary: { connector: 'telegram', to: '1' },
+      channels: [{ connector: 'slack', chat: 'C1' }],
+    };
+    persona('p', { 'connectors.jsonc': JSON.stringify(connectors) });
+    expect(loadPersonas(root, { connectors: KNOWN })[0].users).toEqual(['telegram:1', 'discord:2']);
+    persona('q', { 'connectors.jsonc': JSON.stringify({ users: ['telegrm:1'] }) });
+    expect(loadPersonas(root).map((p) => p.name).sort()).toEqual(['p', 'q']);
+  });
+});
+
 describe('loadPersonas', () => {
   it('loads every folder, skipping dot-folders and files', () => {
     persona('alpha', { 'connectors.jsonc': '{ "default": true }' });
