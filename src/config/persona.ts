@@ -161,6 +161,11 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
   };
 }
 
+/** Whether a `connector:id` address is one of the persona's own people (a user or an approver). */
+export function isPersonaPerson(persona: Persona, address: string | undefined): boolean {
+  return address !== undefined && (persona.users.includes(address) || persona.approvers.includes(address));
+}
+
 /** Whether a chat is one of the persona's own: its primary, one of its channels, or a DM with one of its users. */
 export function isPersonaChat(persona: Persona, target: { connector: string; chat: string }): boolean {
   if (persona.primary && persona.primary.connector === target.connector && persona.primary.to === target.chat) return true;

@@ -23,6 +23,9 @@ export function parseControlCommand(text: string): ControlCommand | undefined {
   return name === 'stop' || name === 'new' || name === 'status' || name === 'help' ? { name } : undefined;
 }
 
+/** Commands that change a conversation for everyone in it: in a group, only the persona's own people may use them. */
+export const SHARED_CONVERSATION_COMMANDS: readonly ControlCommand['name'][] = ['new', 'think'];
+
 export const HELP_TEXT = [
   'Commands:',
   '/stop - stop what I am doing now',

@@ -1,11 +1,11 @@
 import type postgres from 'postgres';
 import type { InboundEvent } from '#src/connector.ts';
-import type { Persona } from '#src/config/persona.ts';
+import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Queryable } from '#src/db/client.ts';
 import { getConversation, resetConversationHistory, setConversationThinking, ensureConversation } from '#src/db/conversations.ts';
 import { countMessages } from '#src/db/messages.ts';
 import { conversationUsage, requestTurnCancel, runningTurn, setAsidePendingMessages } from '#src/db/turns.ts';
-import { HELP_TEXT, type ControlCommand } from './commands.ts';
+import { HELP_TEXT, SHARED_CONVERSATION_COMMANDS, type ControlCommand } from './commands.ts';
 
 export interface CommandContext {
   persona: Persona;
@@ -18,6 +18,15 @@ export interface CommandHandler {
 }
 
 export const CANCEL_CHANNEL = 'parlor_cancel';
+
+/**
+ * Whether the sender may change this conversation for everyone in it. In a DM the sender is always one of the
+ * persona's users (routing lets no one else in) and the local terminal is its owner; in a group, other members
+ * talk to the persona but do not get to wipe or reconfigure the conversation the group shares.
+ */
+function mayChangeConversation(persona: Persona, event: InboundEvent): boolean {
+  return event.trusted === true || event.chat.type === 'dm' || isPersonaPerson(persona, `${event.connector}:${event.sender.id}`);
+}
 
 /** Runs control commands against the conversation's stored state; they never wait for a turn. */
 export function createCommandHandler(deps: {
@@ -39,6 +48,9 @@ export function createCommandHandler(deps: {
 
   return {
     async run(command, { persona, conversationId, event }) {
+      if (SHARED_CONVERSATION_COMMANDS.includes(command.name) && !mayChangeConversation(persona, event)) {
+        return `Only the people I work for can use /${command.name} here.`;
+      }
       await ensureConversation(db, {
         id: conversationId,
         persona: persona.name,
