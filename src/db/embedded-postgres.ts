@@ -1,17 +1,18 @@
-import { execFile, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import fs from 'node:fs/promises';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import postgres from 'postgres';
+import { EmbeddedPostgresError } from '#src/db/embedded-postgres-error.ts';
+import { DEFAULT_SYSTEM_DIR, makeTraversableDir, packagedBinariesDir, reachableBinaries } from '#src/db/postgres-binaries.ts';
+import { isAlive, runAs as run, serverUser, type OsUser } from '#src/db/postgres-process.ts';
 
-const execFileAsync = promisify(execFile);
+export { EmbeddedPostgresError };
 
 /**
- * A Postgres cluster under PARLOR_HOME, run with the binaries of the `embedded-postgres` packages through pg_ctl.
+ * A Postgres cluster under PARLOR_HOME, run with the binaries of the `embedded-postgres` packages through pg_ctl
+ * (as root: as the `postgres` OS user, from a copy of the binaries it can reach when it cannot reach ours).
  * The server is a daemon of its own: a second Parlor process on the same home (say `parlor chat` beside
  * `parlor start`) finds it running and shares it, and the last process to leave stops it.
  */
@@ -27,78 +28,30 @@ interface Settings {
   password: string;
 }
 
-export class EmbeddedPostgresError extends Error {
-  override name = 'EmbeddedPostgresError';
-}
-
-type Binaries = { initdb: string; pg_ctl: string; postgres: string };
-
-async function loadBinaries(): Promise<Binaries> {
-  const pkg = `@embedded-postgres/${os.platform() === 'win32' ? 'windows' : os.platform()}-${os.arch()}`;
-  try {
-    return (await import(pkg)) as Binaries;
-  } catch (err) {
-    throw new EmbeddedPostgresError(
-      `no embedded Postgres binaries for ${os.platform()}-${os.arch()} (${pkg}); set DATABASE_URL to a Postgres server instead`,
-      { cause: err },
-    );
-  }
-}
-
-/** The OS user that runs Postgres: ourselves, or `postgres` when we are root (Postgres refuses root). */
-async function serverUser(): Promise<{ uid: number; gid: number } | undefined> {
-  if (process.getuid?.() !== 0) return undefined;
-  const lookup = async () => {
-    const { stdout: uid } = await execFileAsync('id', ['-u', 'postgres']);
-    const { stdout: gid } = await execFileAsync('id', ['-g', 'postgres']);
-    return { uid: Number(uid.trim()), gid: Number(gid.trim()) };
-  };
-  try {
-    return await lookup();
-  } catch {
-    try {
-      await execFileAsync('groupadd', ['--system', 'postgres']).catch(() => {});
-      await execFileAsync('useradd', ['--system', '-g', 'postgres', '-M', '-s', '/usr/sbin/nologin', 'postgres']);
-      return await lookup();
-    } catch (err) {
-      throw new EmbeddedPostgresError(
-        'running as root, and no `postgres` OS user exists or could be created to run the embedded Postgres; ' +
-          'create one (useradd postgres) or set DATABASE_URL',
-        { cause: err },
-      );
-    }
-  }
+export interface EmbeddedPostgresOptions {
+  /** A Postgres build with bin/, lib/ and share/ (default: the `@embedded-postgres/<platform>-<arch>` package). */
+  binaries?: string;
+  /**
+   * Where, when we are root, what the `postgres` OS user cannot reach in Parlor's folders goes instead: the data
+   * directory and a copy of the binaries (default /var/lib/parlor).
+   */
+  systemDir?: string;
 }
 
 /**
  * `<home>/postgres`, unless we are root and the `postgres` user cannot reach it (a home under /root, say): then a
- * folder under /var/lib/parlor named after the home, so the data still survives restarts.
+ * folder under the system folder named after the home, so the data still survives restarts.
  */
-async function chooseDataDir(root: string, user: { uid: number; gid: number } | undefined): Promise<string> {
+async function chooseDataDir(root: string, user: OsUser | undefined, systemDir: string): Promise<string> {
   const preferred = path.join(root, 'postgres');
   if (!user) return preferred;
   // Our own home only needs to be traversable (not readable) by the server's user.
   const mode = (await fs.stat(root)).mode & 0o777;
   if ((mode & 0o001) === 0) await fs.chmod(root, mode | 0o001);
   if ((await run('/bin/sh', ['-c', 'test -x "$0"', root], user)).code === 0) return preferred;
-  const fallback = path.join('/var/lib/parlor', createHash('sha256').update(root).digest('hex').slice(0, 12));
-  await fs.mkdir(fallback, { recursive: true, mode: 0o711 });
+  const fallback = path.join(systemDir, createHash('sha256').update(root).digest('hex').slice(0, 12));
+  await makeTraversableDir(fallback);
   return path.join(fallback, 'postgres');
-}
-
-function run(file: string, args: string[], user: { uid: number; gid: number } | undefined, env?: NodeJS.ProcessEnv) {
-  return new Promise<{ code: number; output: string }>((resolve, reject) => {
-    const child = spawn(file, args, {
-      ...(user ?? {}),
-      env: { ...process.env, LC_ALL: 'C', LANG: 'C', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let output = '';
-    child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, output }));
-  });
 }
 
 async function freePort(): Promise<number> {
@@ -148,15 +101,6 @@ async function withStartLock<T>(home: string, fn: () => Promise<T>): Promise<T> 
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 async function readSettings(file: string): Promise<Settings | undefined> {
   try {
     return JSON.parse(await fs.readFile(file, 'utf8')) as Settings;
@@ -178,13 +122,15 @@ async function runningPort(dataDir: string): Promise<number | undefined> {
 export async function startEmbeddedPostgres(
   home: string,
   log: (msg: string) => void = () => {},
+  options: EmbeddedPostgresOptions = {},
 ): Promise<EmbeddedPostgres> {
   const root = path.resolve(home);
+  const systemDir = options.systemDir ?? DEFAULT_SYSTEM_DIR;
   await fs.mkdir(root, { recursive: true });
   const settingsFile = path.join(root, 'postgres.json');
-  const bin = await loadBinaries();
   const user = await serverUser();
-  const dataDir = await chooseDataDir(root, user);
+  const bin = await reachableBinaries(options.binaries ?? (await packagedBinariesDir()), user, systemDir, log);
+  const dataDir = await chooseDataDir(root, user, systemDir);
   const logFile = path.join(path.dirname(dataDir), 'postgres.log');
 
   const settings = await withStartLock(root, async () => {
@@ -195,7 +141,8 @@ export async function startEmbeddedPostgres(
       await fs.rm(dataDir, { recursive: true, force: true });
       await fs.mkdir(dataDir, { recursive: true, mode: 0o700 });
       if (user) await fs.chown(dataDir, user.uid, user.gid);
-      const pwFile = path.join(os.tmpdir(), `parlor-pw-${randomBytes(6).toString('hex')}`);
+      // Beside the data directory, which the server's user can reach (the temporary folder may be closed to it).
+      const pwFile = path.join(path.dirname(dataDir), `.parlor-pw-${randomBytes(6).toString('hex')}`);
       await fs.writeFile(pwFile, settings.password + '\n', { mode: 0o600 });
       if (user) await fs.chown(pwFile, user.uid, user.gid);
       try {

@@ -23,6 +23,9 @@ export async function teardown() {
   if (!embedded) return;
   await embedded.release();
   await fs.rm(home, { recursive: true, force: true });
+  // Run as root with a temporary folder the postgres OS user cannot enter, the cluster lives under /var/lib/parlor.
+  const dataParent = path.dirname(embedded.dataDir);
+  if (dataParent !== home) await fs.rm(dataParent, { recursive: true, force: true });
 }
 
 declare module 'vitest' {

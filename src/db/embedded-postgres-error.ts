@@ -1,0 +1,4 @@
+/** Why the embedded Postgres cannot run, in one line that says what to do; the CLI prints it without a stack. */
+export class EmbeddedPostgresError extends Error {
+  override name = 'EmbeddedPostgresError';
+}
