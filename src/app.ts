@@ -102,7 +102,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     const connectors = new Map<string, Connector>();
     for (const c of (await options.connectors?.({ settings, personas })) ?? []) connectors.set(c.id, c);
     const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...(options.remoteConnectors ?? []), ...connectors.keys()])];
-    const delivery = createDelivery({ db: database.db, sql: database.sql, connectors, knownConnectors, log });
+    const delivery = createDelivery({ db: database.db, sql: database.sql, session: database.applicationName, connectors, knownConnectors, log });
     cleanups.push(() => delivery.stop());
 
     const model =

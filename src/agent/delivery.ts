@@ -7,10 +7,14 @@ import {
   insertOutbound,
   markOutboundFailed,
   markOutboundSent,
+  outboundClaimerAlive,
+  outboundRowByKey,
+  releaseOutbound,
+  takeOverOutbound,
   type OutboundDraft,
   type OutboundRow,
 } from '#src/db/outbound-messages.ts';
-import { withRetries } from '#src/retry.ts';
+import { sleep, withRetries } from '#src/retry.ts';
 import type { DeliveryResult } from '#src/tools/types.ts';
 
 export interface Delivery {
@@ -29,6 +33,8 @@ const OUTBOX_CHANNEL = 'parlor_outbox';
 export function createDelivery(deps: {
   db: Queryable;
   sql: postgres.Sql;
+  /** This process's database session: the ledger records it on the rows it sends. */
+  session: string;
   connectors: ReadonlyMap<string, Connector>;
   /** Connectors that run somewhere in this deployment (maybe in another process). */
   knownConnectors: () => string[];
@@ -76,7 +82,7 @@ export function createDelivery(deps: {
   async function drain(): Promise<void> {
     const served = [...connectors.values()].map((c) => ({ connector: c.id, chats: c.chats }));
     while (!stopped) {
-      const rows = await claimPendingOutbound(db, served);
+      const rows = await claimPendingOutbound(db, served, deps.session);
       if (rows.length === 0) return;
       for (const row of rows) await send(row, connectors.get(row.connector)!);
     }
@@ -88,6 +94,42 @@ export function createDelivery(deps: {
       .finally(() => (draining = undefined));
   }
 
+  /**
+   * The key exists: what became of the message decides. Sent: a duplicate. Pending: sent here when this process
+   * runs its connector, else queued. Being sent by a live process: waited for. Left 'sending' by a process that died
+   * before the platform answered: never counted as delivered, but taken over and sent again, once.
+   */
+  async function settleExisting(request: OutboundDraft, connector: Connector | undefined): Promise<DeliveryResult> {
+    const deadline = Date.now() + (deps.sendDeadlineMs ?? 120_000) + 30_000;
+    for (;;) {
+      const existing = await outboundRowByKey(db, request.dedupeKey);
+      if (!existing) return { status: 'failed', error: 'the message vanished from the ledger while it was being sent' };
+      if (existing.status === 'sent') return { status: 'duplicate' };
+      if (existing.status === 'failed') return { status: 'failed', error: existing.error ?? 'delivery failed' };
+      if (existing.status === 'pending' && !connector) return { status: 'queued' };
+      if (existing.status === 'pending' || !(await outboundClaimerAlive(db, existing.id))) {
+        const taken = await takeOverOutbound(db, existing.id, deps.session);
+        if (taken && connector) {
+          if (existing.status === 'sending') log.warn({ connector: taken.connector, chat: taken.chat, key: taken.dedupeKey }, 'sending again a message whose sender stopped before the platform confirmed it');
+          return send(taken, connector);
+        }
+        if (taken) {
+          // Not ours to send: back to the outbox of the process that runs its connector.
+          await markOutboundPending(taken);
+          return { status: 'queued' };
+        }
+        continue;
+      }
+      if (Date.now() > deadline) return { status: 'failed', error: 'another process is still sending this message' };
+      await sleep(200);
+    }
+  }
+
+  async function markOutboundPending(row: OutboundRow) {
+    await releaseOutbound(db, row.id, deps.session);
+    await sql`select pg_notify(${OUTBOX_CHANNEL}, ${row.connector})`;
+  }
+
   return {
     async deliver(request) {
       const local = connectors.get(request.connector);
@@ -95,8 +137,8 @@ export function createDelivery(deps: {
       if (!local && !deps.knownConnectors().includes(request.connector)) {
         return { status: 'failed', error: `no connector named "${request.connector}" is configured` };
       }
-      const row = await insertOutbound(db, { ...request, status: connector ? 'sending' : 'pending' });
-      if (!row) return { status: 'duplicate' };
+      const row = await insertOutbound(db, { ...request, status: connector ? 'sending' : 'pending', claimedBy: deps.session });
+      if (!row) return settleExisting(request, connector);
       if (connector) return send(row, connector);
       await sql`select pg_notify(${OUTBOX_CHANNEL}, ${request.connector})`;
       return { status: 'queued' };

@@ -5,7 +5,7 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage } from '#src/db/messages.ts';
-import { outboundForTurn } from '#src/db/outbound-messages.ts';
+import { outboundForTurn, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { TurnJobData } from '#src/jobs/queues.ts';
 import type { ModelClient } from '#src/llm/types.ts';
@@ -93,10 +93,19 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const existing = job.retryCount ? await getTurnByJob(db, job.id) : undefined;
     if (existing) {
       if (existing.status !== 'running') return undefined;
-      // The job was redelivered after a crash: if the reply already went out, the turn is done.
-      const sent = await outboundForTurn(db, existing.id);
-      if (sent.some((r) => r.dedupeKey === `turn:${existing.id}:reply` && r.status === 'sent')) {
-        await finishTurn(db, existing.id, { status: 'ok', inputTokens: existing.inputTokens, outputTokens: existing.outputTokens, modelCalls: existing.modelCalls, summary: 'completed before a restart' });
+      // The job was redelivered after a crash. A reply in the ledger means the loop had finished: only its delivery
+      // may be unfinished (sent, queued, or cut off before the platform answered), and the ledger settles that.
+      const reply = (await outboundForTurn(db, existing.id)).find((r) => r.dedupeKey === `turn:${existing.id}:reply`);
+      if (reply) {
+        const delivered = await deps.delivery.deliver(draftOf(reply));
+        await finishTurn(db, existing.id, {
+          status: 'ok',
+          inputTokens: existing.inputTokens,
+          outputTokens: existing.outputTokens,
+          modelCalls: existing.modelCalls,
+          summary: 'completed before a restart',
+          error: delivered.status === 'failed' ? `reply not delivered: ${delivered.error}` : undefined,
+        });
         return undefined;
       }
       deps.log.info({ conversation: data.conversationId, turn: existing.id }, 'resuming an interrupted turn');
@@ -353,6 +362,22 @@ export function backgroundFailureWarning(persona: string, kind: TurnKind, reason
   const line = reason?.split('\n')[0].trim();
   const short = line && line.length > 80 ? `${line.slice(0, 80)}…` : line;
   return `⚠️ ${persona}: a ${kind === 'wake' ? 'reminder' : kind} turn failed${short ? ` (${short})` : ''}.`;
+}
+
+/** A ledger row as the request that wrote it, to deliver it again. */
+function draftOf(row: OutboundRow): OutboundDraft {
+  return {
+    dedupeKey: row.dedupeKey,
+    turnId: row.turnId ?? undefined,
+    conversationId: row.conversationId ?? undefined,
+    connector: row.connector,
+    chat: row.chat,
+    thread: row.thread ?? undefined,
+    replyTo: row.replyTo ?? undefined,
+    text: row.text,
+    files: row.files ?? undefined,
+    buttons: row.buttons ?? undefined,
+  };
 }
 
 /** A background turn's opening message: the prompt as framed by whatever started it, else labelled by kind. */

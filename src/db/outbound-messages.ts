@@ -19,26 +19,71 @@ export interface OutboundDraft {
   buttons?: { label: string; data: string }[][];
 }
 
+/** Sessions of live processes: a row claimed by a session not in this list lost its sender. */
+const LIVE_SESSIONS = sql`(select application_name from pg_stat_activity where application_name is not null)`;
+
 /**
- * Writes a message to the ledger before it is sent. Returns undefined when the dedupe key exists already:
- * that message was sent (or is being sent) by an earlier attempt and must not go out twice.
+ * Writes a message to the ledger before it is sent; `claimedBy` is the session of the process that will send it.
+ * Returns undefined when the dedupe key exists already: see `outboundByKey` for what became of that message.
  */
 export async function insertOutbound(
   db: Queryable,
-  row: OutboundDraft & { status: 'pending' | 'sending' },
+  row: OutboundDraft & { status: 'pending' | 'sending'; claimedBy?: string },
 ): Promise<OutboundRow | undefined> {
   const claimedAt = row.status === 'sending' ? sql`now()` : null;
+  const claimedBy = row.status === 'sending' ? (row.claimedBy ?? null) : null;
   const [inserted] = await db
     .insert(outboundMessages)
-    .values({ ...row, claimedAt })
+    .values({ ...row, claimedAt, claimedBy })
     // A message whose earlier attempt failed for good may be tried again; one sent or in flight may not.
     .onConflictDoUpdate({
       target: outboundMessages.dedupeKey,
-      set: { status: row.status, claimedAt, error: null, text: row.text },
+      set: { status: row.status, claimedAt, claimedBy, error: null, text: row.text },
       setWhere: sql`${outboundMessages.status} = 'failed'`,
     })
     .returning();
   return inserted;
+}
+
+/** Everything the ledger holds about a message, by its dedupe key. */
+export async function outboundRowByKey(db: Queryable, dedupeKey: string): Promise<OutboundRow | undefined> {
+  const [row] = await db.select().from(outboundMessages).where(eq(outboundMessages.dedupeKey, dedupeKey));
+  return row;
+}
+
+/**
+ * Takes a message over for sending: a pending one, or one left 'sending' by a process that is gone (the platform
+ * never confirmed it, so it is sent again, once, by the taker). Undefined when it is not to be taken.
+ */
+export async function takeOverOutbound(db: Queryable, id: number, claimedBy: string): Promise<OutboundRow | undefined> {
+  const [row] = await db
+    .update(outboundMessages)
+    .set({ status: 'sending', claimedAt: sql`now()`, claimedBy })
+    .where(
+      and(
+        eq(outboundMessages.id, id),
+        sql`(${outboundMessages.status} = 'pending' or (${outboundMessages.status} = 'sending' and (${outboundMessages.claimedBy} is null or ${outboundMessages.claimedBy} not in ${LIVE_SESSIONS})))`,
+      ),
+    )
+    .returning();
+  return row;
+}
+
+/** Hands a message this process claimed back to the outbox (for the process that runs its connector). */
+export async function releaseOutbound(db: Queryable, id: number, claimedBy: string): Promise<void> {
+  await db
+    .update(outboundMessages)
+    .set({ status: 'pending', claimedAt: null, claimedBy: null })
+    .where(and(eq(outboundMessages.id, id), eq(outboundMessages.status, 'sending'), eq(outboundMessages.claimedBy, claimedBy)));
+}
+
+/** Whether the process that claimed this message is still alive (its session is on the database). */
+export async function outboundClaimerAlive(db: Queryable, id: number): Promise<boolean> {
+  const rows = await db
+    .select({ id: outboundMessages.id })
+    .from(outboundMessages)
+    .where(and(eq(outboundMessages.id, id), eq(outboundMessages.status, 'sending'), sql`${outboundMessages.claimedBy} in ${LIVE_SESSIONS}`));
+  return rows.length > 0;
 }
 
 export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number): Promise<void> {
@@ -56,6 +101,7 @@ export async function markOutboundFailed(db: Queryable, id: number, error: strin
 export async function claimPendingOutbound(
   db: Queryable,
   served: { connector: string; chats?: readonly string[] }[],
+  claimedBy: string,
   limit = 20,
 ): Promise<OutboundRow[]> {
   if (served.length === 0) return [];
@@ -64,7 +110,7 @@ export async function claimPendingOutbound(
   );
   const rows = await db
     .update(outboundMessages)
-    .set({ status: 'sending', claimedAt: sql`now()` })
+    .set({ status: 'sending', claimedAt: sql`now()`, claimedBy })
     .where(
       inArray(
         outboundMessages.id,
@@ -75,12 +121,32 @@ export async function claimPendingOutbound(
   return rows.sort((a, b) => a.id - b.id);
 }
 
-/** Rows left 'sending' by a process that died mid-send: marked failed, so a later attempt may send them. */
-export async function failStaleOutbound(db: Queryable, olderThanSeconds: number): Promise<number> {
+/** Messages left 'sending' by a process that is gone (it died between claiming and the platform's answer). */
+export async function orphanedOutboundIds(db: Queryable): Promise<number[]> {
+  const rows = await db
+    .select({ id: outboundMessages.id })
+    .from(outboundMessages)
+    .where(and(eq(outboundMessages.status, 'sending'), sql`(${outboundMessages.claimedBy} is null or ${outboundMessages.claimedBy} not in ${LIVE_SESSIONS})`))
+    .limit(500);
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Puts messages whose sender died back in the outbox: the platform never confirmed them, so the process that runs
+ * their connector sends them (once). A row whose claimer came back meanwhile is left alone.
+ */
+export async function requeueOrphanedOutbound(db: Queryable, ids: number[]): Promise<number> {
+  if (ids.length === 0) return 0;
   const rows = await db
     .update(outboundMessages)
-    .set({ status: 'failed', error: 'the sending process stopped before it finished' })
-    .where(and(eq(outboundMessages.status, 'sending'), sql`${outboundMessages.claimedAt} < now() - make_interval(secs => ${olderThanSeconds})`))
+    .set({ status: 'pending', claimedAt: null, claimedBy: null })
+    .where(
+      and(
+        inArray(outboundMessages.id, ids),
+        eq(outboundMessages.status, 'sending'),
+        sql`(${outboundMessages.claimedBy} is null or ${outboundMessages.claimedBy} not in ${LIVE_SESSIONS})`,
+      ),
+    )
     .returning({ id: outboundMessages.id });
   return rows.length;
 }

@@ -34,6 +34,10 @@ export async function startJobSystem(
     // Schedules (cron, heartbeat) are looked at every few seconds, so an occurrence fires within seconds of its minute.
     cronMonitorIntervalSeconds: 5,
     cronWorkerIntervalSeconds: 2,
+    // A turn whose process died (its job's heartbeat stopped) is noticed within seconds, not a minute, so it
+    // carries on soon after the next start.
+    superviseIntervalSeconds: 10,
+    monitorIntervalSeconds: 10,
   });
   boss.on('error', (err: Error) => log.error({ err }, 'job queue error'));
   boss.on('warning', (w: unknown) => log.warn({ warning: w }, 'job queue warning'));

@@ -6,7 +6,7 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { pruneFreshCronConversations } from '#src/db/conversations.ts';
 import { pruneInboundEvents } from '#src/db/inbound-events.ts';
-import { failStaleOutbound, pruneOutbound } from '#src/db/outbound-messages.ts';
+import { orphanedOutboundIds, pruneOutbound, requeueOrphanedOutbound } from '#src/db/outbound-messages.ts';
 import { pruneQuestions } from '#src/db/questions.ts';
 import { pruneReminders } from '#src/db/reminders.ts';
 import { failOrphanedTurns, failTurnOfJob } from '#src/db/turns.ts';
@@ -16,15 +16,16 @@ import { QUEUES, type TurnJobData } from './queues.ts';
 
 const INBOUND_RETENTION_MS = 14 * 24 * 3600_000;
 const OUTBOUND_RETENTION_MS = 30 * 24 * 3600_000;
-/** Longer than any send with its retries takes (the delivery deadline is two minutes). */
-const STALE_SENDING_SECONDS = 600;
+/** A turn 'running' this long with no live job behind it was lost with its process. */
+const LOST_TURN_SECONDS = 600;
 
 /**
  * Housekeeping every process with workers runs (each step is safe to run twice):
  * - a turn job that failed for good would hold its conversation's queue key forever; it is recorded as failed,
  *   the user is told, and the job is deleted so the conversation moves on;
  * - a turn left 'running' with no live job behind it is marked failed (it would look busy forever);
- * - a message left 'sending' by a process that died mid-send is marked failed, so the turn's retry may send it;
+ * - a message left 'sending' by a process that is gone (seen gone at two passes in a row, so a database blip is not
+ *   mistaken for a death) goes back to the outbox: the platform never confirmed it, so it is sent again, once;
  * - dedupe records, finished ledger rows, finished reminders, resolved questions and the throwaway conversations of
  *   `fresh` cron runs older than any redelivery are pruned.
  */
@@ -38,6 +39,8 @@ export function startMaintenance(deps: {
 }) {
   const { db } = deps.database;
   let running: Promise<void> | undefined;
+  /** Ledger rows whose sender seemed gone at the last pass. */
+  let suspects = new Set<number>();
 
   async function releaseFailedTurnJobs() {
     const failed = (await db.execute(
@@ -76,10 +79,12 @@ export function startMaintenance(deps: {
   async function tick() {
     try {
       await releaseFailedTurnJobs();
-      const orphans = await failOrphanedTurns(db, STALE_SENDING_SECONDS);
+      const orphans = await failOrphanedTurns(db, LOST_TURN_SECONDS);
       if (orphans) deps.log.warn({ count: orphans }, 'turns lost with their process marked failed');
-      const stale = await failStaleOutbound(db, STALE_SENDING_SECONDS);
-      if (stale) deps.log.warn({ count: stale }, 'messages whose sender stopped mid-send marked failed');
+      const orphaned = await orphanedOutboundIds(db);
+      const requeued = await requeueOrphanedOutbound(db, orphaned.filter((id) => suspects.has(id)));
+      suspects = new Set(orphaned);
+      if (requeued) deps.log.warn({ count: requeued }, 'messages whose sender stopped before the platform confirmed them are sent again');
       await pruneInboundEvents(db, new Date(Date.now() - INBOUND_RETENTION_MS));
       await pruneOutbound(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneReminders(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { PlatformError } from '../../src/connector.ts';
-import { failStaleOutbound } from '../../src/db/outbound-messages.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 
 let h: Harness;
@@ -31,13 +30,41 @@ describe('the outbound ledger', () => {
     expect(h.chat.sent.map((m) => m.text)).toEqual(['message retry-later']);
   });
 
-  it('marks a message left "sending" by a dead process as failed, so it can be sent again', async () => {
-    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at)
-                      values ('orphan', 'chat', 'u1', 'message orphan', 'sending', now() - interval '20 minutes')`);
-    expect(await h.app.delivery.deliver(draft('orphan'))).toEqual({ status: 'duplicate' });
-    expect(await failStaleOutbound(h.app.database.db, 600)).toBe(1);
-    expect(await h.app.delivery.deliver(draft('orphan'))).toEqual({ status: 'sent' });
-    expect(h.chat.sent).toHaveLength(1);
+  it.each([
+    ['a second ago', '1 second'],
+    ['20 minutes ago', '20 minutes'],
+  ])('sends once again a message left "sending" by a dead process (claimed %s), never counting it as delivered', async (_label, age) => {
+    const key = `orphan-${age.replace(' ', '-')}`;
+    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
+                      values (${key}, 'chat', 'u1', ${`message ${key}`}, 'sending', now() - ${age}::interval, 'parlor:1:dead')`);
+    expect(await h.app.delivery.deliver(draft(key))).toEqual({ status: 'sent' });
+    expect(await h.app.delivery.deliver(draft(key))).toEqual({ status: 'duplicate' });
+    expect(h.chat.sent.map((m) => m.text)).toEqual([`message ${key}`]);
+    const [row] = await h.query<{ status: string; claimed_by: string }>(sql`select status, claimed_by from outbound_messages where dedupe_key = ${key}`);
+    expect(row).toEqual({ status: 'sent', claimed_by: h.app.database.applicationName });
+  });
+
+  it('waits for a message a live process is still sending, and does not send it twice', async () => {
+    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
+                      values ('in-flight', 'chat', 'u1', 'message in-flight', 'sending', now(), ${h.app.database.applicationName})`);
+    const delivered = h.app.delivery.deliver(draft('in-flight'));
+    await new Promise((r) => setTimeout(r, 600));
+    await h.query(sql`update outbound_messages set status = 'sent' where dedupe_key = 'in-flight'`);
+    expect(await delivered).toEqual({ status: 'duplicate' });
+    expect(h.chat.sent).toHaveLength(0);
+  });
+
+  it('sends a message whose sender died once it is seen gone twice by maintenance, even if nobody delivers it again', async () => {
+    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
+                      values ('abandoned', 'chat', 'u1', 'message abandoned', 'sending', now(), 'parlor:1:dead')`);
+    await h.app.maintenance!.runOnce();
+    // One pass only marks it suspect: a database blip must not look like a death.
+    await new Promise((r) => setTimeout(r, 300));
+    expect(h.chat.sent).toHaveLength(0);
+    await h.app.maintenance!.runOnce();
+    await h.chat.waitForSent(1);
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(h.chat.sent.map((m) => m.text)).toEqual(['message abandoned']);
   });
 
   it('queues for a connector running in another process, which sends it', async () => {
