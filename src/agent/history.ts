@@ -52,8 +52,8 @@ export function repairToolPairs(messages: ChatMessage[]): ChatMessage[] {
 
 export function fitWindow(messages: ChatMessage[], maxChars: number): ChatMessage[] {
   let start = 0;
-  let total = messages.reduce((n, m) => n + size(m), 0);
-  while (total > maxChars && start < messages.length - 1) total -= size(messages[start++]);
+  let total = messages.reduce((n, m) => n + messageSize(m), 0);
+  while (total > maxChars && start < messages.length - 1) total -= messageSize(messages[start++]);
   while (start < messages.length && messages[start].role !== 'user') start++;
   const window = messages.slice(start);
   if (window.length === 0 && messages.length > 0) {
@@ -63,7 +63,8 @@ export function fitWindow(messages: ChatMessage[], maxChars: number): ChatMessag
   return window;
 }
 
-function size(message: ChatMessage): number {
+/** What a message counts against a budget, in characters: its text, and a tool call's name and arguments. */
+export function messageSize(message: ChatMessage): number {
   if (message.role === 'assistant') {
     return message.content.length + (message.toolCalls ?? []).reduce((n, c) => n + c.name.length + c.arguments.length, 0);
   }

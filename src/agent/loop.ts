@@ -1,5 +1,7 @@
 import { ModelError, type ChatMessage, type ModelClient, type ToolCall, type Usage } from '#src/llm/types.ts';
 import type { ToolOutput } from '#src/tools/types.ts';
+import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from './history.ts';
+import { fitRequestToBudget } from './request-budget.ts';
 import { stripInternalText } from './visible-text.ts';
 
 export type TurnStatus = 'ok' | 'skipped' | 'failed' | 'cancelled';
@@ -36,6 +38,8 @@ export interface LoopOptions {
   signal?: AbortSignal;
   /** Messages that arrived while the turn ran; read before every model call after the first. */
   drainInbox?: () => Promise<ChatMessage[]>;
+  /** What one model request may hold; all the turn's messages are still kept (and emitted). Default: the history's. */
+  budget?: HistoryBudget;
   onEvent?: (event: LoopEvent) => void | Promise<void>;
 }
 
@@ -58,6 +62,12 @@ const END_TASK = 'end_task';
 /** Runs one turn: model call, tools (concurrently, results in order), repeat until an answer or an end. */
 export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
   const messages = options.messages;
+  // The turn opens with the user messages at the end of its history window; what arrives later is told apart.
+  const openingEnd = messages.findLastIndex((m) => m.role === 'user') + 1;
+  let openingStart = Math.max(0, openingEnd - 1);
+  while (openingStart > 0 && messages[openingStart - 1].role === 'user') openingStart--;
+  const arrived = new Set<ChatMessage>();
+  const budget = options.budget ?? DEFAULT_HISTORY_BUDGET;
   const usage: Usage = { input: 0, output: 0 };
   let modelCalls = 0;
   let thinking = options.thinking ?? false;
@@ -70,6 +80,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
   };
   const append = async (message: ChatMessage, fromInbox = false) => {
     messages.push(message);
+    if (fromInbox) arrived.add(message);
     await emit({ type: 'message', message, fromInbox });
   };
   const finish = async (result: Omit<LoopResult, 'usage' | 'modelCalls'>): Promise<LoopResult> => {
@@ -112,7 +123,8 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
         {
           model: options.modelName,
           system: options.system,
-          messages,
+          // Mid-turn arrivals and tool results would otherwise grow the request without bound.
+          messages: fitRequestToBudget({ messages, opening: { start: openingStart, end: openingEnd }, inbox: arrived }, budget),
           tools: options.tools.specs,
           toolChoice: forcedEnd ? { name: END_TASK } : 'auto',
           thinking,

@@ -1,4 +1,5 @@
 import { describe, it, expect } from 'vitest';
+import { DEFAULT_HISTORY_BUDGET, messageSize } from '#src/agent/history.ts';
 import { runAgentLoop, type LoopEvent, type LoopOptions } from '#src/agent/loop.ts';
 import { ModelError, type ChatMessage, type ModelClient, type ModelRequest, type ModelResponse } from '#src/llm/types.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
@@ -338,5 +339,114 @@ describe('runAgentLoop: cancellation and inbox', () => {
     expect(second.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'user']);
     expect(second[3]).toEqual({ role: 'user', content: 'also, bring snacks' });
     expect(events.some((e) => e.type === 'message' && e.fromInbox && e.message.content === 'also, bring snacks')).toBe(true);
+  });
+});
+
+describe('runAgentLoop: every request within the budget', () => {
+  const BUDGET = DEFAULT_HISTORY_BUDGET.maxChars;
+  const charsOf = (messages: ChatMessage[]) => messages.reduce((n, m) => n + messageSize(m), 0);
+  /** Every tool call is followed by its result, and every result follows its call: what providers insist on. */
+  const expectCallsPaired = (messages: ChatMessage[]) => {
+    for (let i = 0; i < messages.length; i++) {
+      const m = messages[i];
+      if (m.role === 'assistant' && m.toolCalls?.length) {
+        const results = messages.slice(i + 1, i + 1 + m.toolCalls.length);
+        expect(results.map((r) => (r.role === 'tool' ? r.toolCallId : r.role))).toEqual(m.toolCalls.map((c) => c.id));
+      }
+      if (m.role === 'tool') {
+        const call = messages.slice(0, i).findLast((p) => p.role === 'assistant');
+        expect(call?.role === 'assistant' && call.toolCalls?.some((c) => c.id === m.toolCallId)).toBe(true);
+      }
+    }
+  };
+
+  it('2,000 messages arriving during one tool call: the next request is within the budget, shows the newest, and says how many are left out', async () => {
+    const waiting: ChatMessage[] = [];
+    const arrivedText = (i: number) => `message ${i}: ${'x'.repeat(1_000)}`;
+    const crawl: Tool = {
+      name: 'crawl', description: '', parameters: open,
+      async run() {
+        for (let i = 1; i <= 2_000; i++) waiting.push({ role: 'user', content: arrivedText(i) });
+        return 'crawled 3 pages';
+      },
+    };
+    const { model, messages, events, run } = setup([use(['crawl']), say('Caught up.')], [crawl], {
+      drainInbox: async () => waiting.splice(0),
+    });
+    const result = await run();
+    expect(result.reply).toBe('Caught up.');
+
+    const second = model.requests[1].messages;
+    expect(charsOf(second)).toBeLessThanOrEqual(BUDGET);
+    expect(second[0]).toEqual({ role: 'user', content: 'hello bot' });
+    expect(second.slice(1, 3).map((m) => m.role)).toEqual(['assistant', 'tool']);
+    expect(second[2].content).toBe('crawled 3 pages');
+    const note = second[3].content.match(/^\[Parlor\] (\d+) more messages arrived while you were working; only the latest (\d+) are shown\.$/);
+    expect(note).not.toBeNull();
+    const [left, shown] = [Number(note![1]), Number(note![2])];
+    expect(left + shown).toBe(2_000);
+    expect(shown).toBeGreaterThan(10);
+    expect(second.slice(4).map((m) => m.content)).toEqual(Array.from({ length: shown }, (_, k) => arrivedText(2_000 - shown + 1 + k)));
+
+    // The turn keeps (and reports for storage) every message; only the request is bounded.
+    expect(messages.filter((m) => m.role === 'user')).toHaveLength(2_001);
+    expect(events.filter((e) => e.type === 'message' && e.fromInbox)).toHaveLength(2_000);
+  });
+
+  it('large tool results piling up over many steps: every request is within the budget, the oldest results give way, the newest stays whole', async () => {
+    const log: Tool = { name: 'read_log', description: '', parameters: open, run: async (args) => `${JSON.stringify(args)} ${'L'.repeat(30_000)}` };
+    const steps = [...Array.from({ length: 10 }, (_, part) => use(['read_log', { part }])), say('Read it all.')];
+    const { model, messages, run } = setup(steps, [log]);
+    expect((await run()).reply).toBe('Read it all.');
+    expect(model.requests).toHaveLength(11);
+
+    for (const [n, request] of model.requests.entries()) {
+      expect(charsOf(request.messages)).toBeLessThanOrEqual(BUDGET);
+      expect(request.messages[0]).toEqual({ role: 'user', content: 'hello bot' });
+      expectCallsPaired(request.messages);
+      const results = toolMessages(request.messages);
+      expect(results).toHaveLength(n); // every call so far is still there, with its result or a placeholder
+      if (n === 0) continue;
+      expect(results.at(-1)!.content).toBe(`{"part":${n - 1}} ${'L'.repeat(30_000)}`);
+      const whole = results.filter((r) => r.content.endsWith('L'.repeat(30_000)));
+      const omitted = results.filter((r) => /^\[result of read_log omitted to fit the context: 30011 characters\]$/.test(r.content));
+      expect(whole.length + omitted.length).toBe(n);
+      // Oldest first: the placeholders are all before the whole results.
+      expect(results.slice(0, omitted.length)).toEqual(omitted);
+    }
+    expect(toolMessages(model.requests[10].messages).filter((r) => r.content.startsWith('[result of')).length).toBe(8);
+    // The turn's own record keeps every result whole.
+    expect(toolMessages(messages).map((m) => m.content.length)).toEqual(Array(10).fill(30_011));
+  });
+
+  it("earlier history gives way before this turn's tool results do", async () => {
+    const history: ChatMessage[] = [
+      { role: 'user', content: `an earlier question ${'q'.repeat(20_000)}` },
+      { role: 'assistant', content: `an earlier answer ${'a'.repeat(20_000)}` },
+      { role: 'user', content: 'hello bot' },
+    ];
+    const lookup: Tool = { name: 'lookup', description: '', parameters: open, run: async (args) => `${JSON.stringify(args)} ${'R'.repeat(15_000)}` };
+    const steps = [...Array.from({ length: 6 }, (_, n) => use(['lookup', { n }])), say('done')];
+    const { model, run } = setup(steps, [lookup], { messages: history });
+    await run();
+    const hasHistory = model.requests.map((r) => r.messages.some((m) => m.content.startsWith('an earlier')));
+    expect(hasHistory).toEqual([true, true, true, false, false, false, false]);
+    const omitted = model.requests.map((r) => toolMessages(r.messages).filter((m) => m.content.startsWith('[result of lookup omitted')).length);
+    expect(omitted).toEqual([0, 0, 0, 0, 0, 0, 1]);
+    for (const request of model.requests) {
+      expect(charsOf(request.messages)).toBeLessThanOrEqual(BUDGET);
+      expect(request.messages[0]).toEqual(request.messages.some((m) => m.content.startsWith('an earlier')) ? history[0] : history[2]);
+    }
+  });
+
+  it('takes the budget as an option', async () => {
+    const big: Tool = { name: 'dump', description: '', parameters: open, run: async (args) => `${JSON.stringify(args)} ${'D'.repeat(4_000)}` };
+    const { model, run } = setup([use(['dump', { n: 1 }]), use(['dump', { n: 2 }]), use(['dump', { n: 3 }]), say('ok')], [big], {
+      budget: { maxMessages: 80, maxChars: 10_000 },
+    });
+    await run();
+    const sizes = model.requests.map((r) => charsOf(r.messages));
+    expect(sizes.every((n) => n <= 10_000)).toBe(true);
+    expect(toolMessages(model.requests[3].messages).map((m) => m.content.startsWith('[result of dump omitted'))).toEqual([true, false, false]);
   });
 });
