@@ -1,7 +1,8 @@
 import { DateTime } from 'luxon';
-import type { ScheduleEntry } from '#src/config/persona.ts';
+import { isPersonaPerson, type ScheduleEntry } from '#src/config/persona.ts';
 import { scheduleEntryProperties } from '#src/config/persona-schemas.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';
+import { REMINDER_LIMITS, TooManyReminders } from '#src/jobs/scheduler.ts';
 import { explicitTarget } from '#src/tools/targets.ts';
 import type { DeliveryTarget, ReminderView, ScheduleView, SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
 
@@ -49,7 +50,8 @@ export function createRemindTool(deps: { timezone: string }): Tool<Args> {
     name: 'remind',
     description:
       'Reminders and schedules. action "remind": a reminder turn at `at` (ISO 8601; without an offset it is in ' +
-      `${deps.timezone}) or in \`in_seconds\`, optionally every \`every_seconds\` until \`until\`; \`prompt\` is what you will be told then; ` +
+      `${deps.timezone}) or in \`in_seconds\`, optionally every \`every_seconds\` (at least ${REMINDER_LIMITS.minEverySeconds}, at most ${REMINDER_LIMITS.maxFires} times) until \`until\`; ` +
+      '`prompt` is what you will be told then; ' +
       '`name` is optional (one is made from the prompt); deliver_connector + deliver_to send the result elsewhere. ' +
       '"cancel_reminder" {name}. "list": schedules and pending reminders with their next time. ' +
       '"add" {name, type: heartbeat|cron, cron: 5 fields, prompt, fresh?, deliver?}, "update" {name, ...fields}, "remove" {name}, ' +
@@ -84,6 +86,7 @@ export function createRemindTool(deps: { timezone: string }): Tool<Args> {
       } catch (err) {
         // Configuration problems (a bad cron expression, a duplicate name) are the model's to fix.
         if (err instanceof Error && (err.name === 'ConfigError' || err instanceof DuplicateReminderName)) return `error: ${err.message}`;
+        if (err instanceof TooManyReminders) return `error: ${err.message}; cancel_reminder one you no longer need first (list shows them)`;
         throw err;
       }
     },
@@ -91,9 +94,13 @@ export function createRemindTool(deps: { timezone: string }): Tool<Args> {
 }
 
 async function act(args: Args, ctx: ToolContext, scheduling: SchedulingApi, timezone: string): Promise<string> {
-  const sender = ctx.origin?.sender ?? '';
-  if (OWNER_ACTIONS.includes(args.action) && ctx.origin?.chatType === 'group' && !ctx.persona.users.includes(sender) && !ctx.persona.approvers.includes(sender)) {
+  // Someone in a group who is not one of the persona's own people: they may talk to it, and set one-time reminders.
+  const outsider = ctx.origin?.chatType === 'group' && !isPersonaPerson(ctx.persona, ctx.origin.sender);
+  if (outsider && OWNER_ACTIONS.includes(args.action)) {
     return `error: only the persona's own users can ${args.action.replace('_', ' ')} its schedules; ask them`;
+  }
+  if (outsider && args.action === 'remind' && args.every_seconds !== undefined) {
+    return "error: only the persona's own users can set repeating reminders here; a one-time reminder (without every_seconds) is fine";
   }
   const absent = (REQUIRED[args.action] ?? []).find((field) => args[field] === undefined);
   if (absent) return `error: ${args.action} needs ${absent}`;
@@ -162,6 +169,9 @@ async function addReminder(args: Args, ctx: ToolContext, scheduling: SchedulingA
   }
   if (dueAt.getTime() < now) dueAt = new Date(now);
   if (dueAt.getTime() > now + MAX_AHEAD_MS) return `error: at ${dueAt.toISOString()} is more than 10 years ahead`;
+  if (args.every_seconds !== undefined && args.every_seconds < REMINDER_LIMITS.minEverySeconds) {
+    return `error: every_seconds must be at least ${REMINDER_LIMITS.minEverySeconds} (a reminder repeats at most once a minute)`;
+  }
   let until: Date | undefined;
   if (args.until !== undefined) {
     if (!args.every_seconds) return 'error: until only makes sense with every_seconds';
@@ -226,7 +236,14 @@ function local(iso: string, timezone: string): string {
 
 function describeReminder(r: ReminderView, timezone: string): string {
   const parts = [`next at ${local(r.dueAt, timezone)}`];
-  if (r.everySeconds) parts.push(`every ${r.everySeconds}s${r.until ? ` until ${local(r.until, timezone)}` : ''}`);
+  if (r.everySeconds) {
+    // A repeat ends at its until or at its limit of firings, whichever comes first.
+    const lastAt = new Date(Date.parse(r.dueAt) + (REMINDER_LIMITS.maxFires - r.fires - 1) * r.everySeconds * 1000);
+    const end = r.until && Date.parse(r.until) <= lastAt.getTime()
+      ? ` until ${local(r.until, timezone)}`
+      : `, at most ${REMINDER_LIMITS.maxFires} times in all (the last at ${local(lastAt.toISOString(), timezone)})`;
+    parts.push(`every ${r.everySeconds}s${end}`);
+  }
   if (r.deliver) parts.push(`delivered to ${r.deliver.connector}:${r.deliver.chat}`);
   return `${parts.join(', ')} — "${r.prompt}"`;
 }

@@ -1,4 +1,6 @@
+import { isPersonaPerson } from '#src/config/persona.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';
+import { REMINDER_LIMITS } from '#src/jobs/scheduler.ts';
 import { parseDuration } from '#src/tools/duration.ts';
 import type { Tool } from '#src/tools/types.ts';
 
@@ -16,7 +18,8 @@ export function createScheduleWakeupTool(): Tool<Args> {
     name: 'schedule_wakeup',
     description:
       'Wake yourself up later in this conversation: after `time` ("90s", "30m", "2h", or a number of minutes) `message` arrives as a new turn. ' +
-      'There is one wake-up per conversation: a new call replaces it, and time "0" cancels it. loop: true repeats it every `time` until cancelled.',
+      'There is one wake-up per conversation: a new call replaces it, and time "0" cancels it. ' +
+      `loop: true repeats it every \`time\` (at least ${REMINDER_LIMITS.minEverySeconds}s, at most ${REMINDER_LIMITS.maxFires} times) until cancelled.`,
     parameters: {
       type: 'object',
       additionalProperties: false,
@@ -36,6 +39,14 @@ export function createScheduleWakeupTool(): Tool<Args> {
         return replaced ? 'wake-up cancelled' : 'ok: there was no wake-up to cancel';
       }
       if (delay.ms < 1000) return 'error: time must be at least 1 second';
+      if (args.loop) {
+        if (ctx.origin?.chatType === 'group' && !isPersonaPerson(ctx.persona, ctx.origin.sender)) {
+          return "error: only the persona's own users can set a looping wake-up here; without loop it is fine";
+        }
+        if (delay.ms < REMINDER_LIMITS.minEverySeconds * 1000) {
+          return `error: a looping wake-up repeats at most once a minute; give a time of at least ${REMINDER_LIMITS.minEverySeconds}s`;
+        }
+      }
       if (delay.ms > MAX_DELAY_MS) return 'error: time must be at most 365 days; use remind with a date for later';
       let set: Awaited<ReturnType<NonNullable<typeof ctx.scheduling>['wakeup']>>;
       try {
@@ -49,7 +60,7 @@ export function createScheduleWakeupTool(): Tool<Args> {
       return [
         `wake-up set for ${dueAt!.toISOString()}`,
         replaced ? 'it replaces the earlier one' : undefined,
-        args.loop ? `it repeats every ${String(args.time)} until you cancel it with time "0"` : undefined,
+        args.loop ? `it repeats every ${String(args.time)} until you cancel it with time "0", at most ${REMINDER_LIMITS.maxFires} times in all` : undefined,
       ]
         .filter(Boolean)
         .join('; ');

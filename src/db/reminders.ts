@@ -21,6 +21,20 @@ export async function insertReminder(db: Queryable, row: NewReminder): Promise<R
   }
 }
 
+/** Holds the persona's reminders for the rest of the transaction: checks of how many it has, one at a time. */
+export async function lockPersonaReminders(db: Queryable, persona: string): Promise<void> {
+  await db.execute(sql`select pg_advisory_xact_lock(hashtext(${`parlor:reminders:${persona}`}))`);
+}
+
+/** How many reminders (wake-ups not counted) the persona has pending. */
+export async function countPendingReminders(db: Queryable, persona: string): Promise<number> {
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(reminders)
+    .where(and(eq(reminders.persona, persona), eq(reminders.kind, 'reminder'), eq(reminders.status, 'pending')));
+  return row.n;
+}
+
 /** Cancels the pending reminder of this persona and name; returns it when there was one. */
 export async function cancelReminder(db: Queryable, persona: string, name: string): Promise<ReminderRow | undefined> {
   const [row] = await db

@@ -8,7 +8,9 @@ import { editSchedules } from '#src/config/schedules-file.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
 import {
   cancelReminder,
+  countPendingReminders,
   insertReminder,
+  lockPersonaReminders,
   isSchedulePaused,
   lockReminder,
   pausedSchedules,
@@ -32,6 +34,21 @@ const LATE_AFTER_MS = 60_000;
 const STRANDED_AFTER_SECONDS = 120;
 /** How long a reminder job outlives its due time before pg-boss may drop it unstarted. */
 const RETENTION_AFTER_DUE_SECONDS = 30 * 24 * 3600;
+
+/** What reminders and wake-ups may cost, so that nobody buys a model turn every second. */
+export const REMINDER_LIMITS = {
+  /** The shortest repeat (every_seconds, a looping wake-up's time): at most a turn a minute per reminder. */
+  minEverySeconds: 60,
+  /** Reminders a persona may have pending at once (wake-ups, one per conversation, are not counted). */
+  maxPending: 100,
+  /** Firings of one repeating reminder or looping wake-up; the turn of the last one is told it was the last. */
+  maxFires: 1000,
+} as const;
+
+/** A reminder refused because the persona has as many pending as it may. */
+export class TooManyReminders extends Error {
+  override name = 'TooManyReminders';
+}
 
 export type Scheduler = ReturnType<typeof createScheduler>;
 
@@ -126,8 +143,10 @@ export function createScheduler(deps: {
       if (!row || row.status !== 'pending' || row.fires !== job.data.fire) return undefined;
       const now = Date.now();
       const lateMs = now - row.dueAt.getTime();
+      // The last firing a repeat may have: it ends here, whatever its `until`.
+      const endsAtLimit = Boolean(row.everySeconds) && row.fires + 1 >= REMINDER_LIMITS.maxFires;
       let next: Date | undefined;
-      if (row.everySeconds) {
+      if (row.everySeconds && !endsAtLimit) {
         // Occurrences missed while Parlor was down fire once, now; the next one is the first still ahead.
         const step = row.everySeconds * 1000;
         const skipped = Math.max(1, Math.ceil((now - row.dueAt.getTime()) / step));
@@ -138,14 +157,15 @@ export function createScheduler(deps: {
       await recordReminderFired(tx, row.id, { fires: row.fires + 1, dueAt: next ?? row.dueAt, status: next ? 'pending' : 'done' });
       if (next) await scheduleFiring(tx, { ...row, fires: row.fires + 1, dueAt: next });
       // A repeat whose previous turn has not run yet is skipped: turns slower than the interval never pile up.
-      if (row.fires > 0 && row.everySeconds && (await turnStillQueued(tx, `reminder:${row.id}`))) {
+      // The last one always runs, so that the turn can say the repeat is over.
+      if (row.fires > 0 && row.everySeconds && !endsAtLimit && (await turnStillQueued(tx, `reminder:${row.id}`))) {
         return { row, lateMs, skipped: true };
       }
       const data: TurnJobData = {
         conversationId: row.conversationId,
         persona: row.persona,
         kind: 'wake',
-        prompt: firingPrompt(row, lateMs, deps.timezone),
+        prompt: firingPrompt(row, lateMs, deps.timezone, endsAtLimit),
         origin: row.origin ?? undefined,
         deliver: row.deliver ?? undefined,
         source: `reminder:${row.id}`,
@@ -317,6 +337,10 @@ export function createScheduler(deps: {
       },
       async remind({ name, prompt, dueAt, everySeconds, until, deliver }) {
         const row = await db.transaction(async (tx) => {
+          await lockPersonaReminders(tx, persona.name);
+          if ((await countPendingReminders(tx, persona.name)) >= REMINDER_LIMITS.maxPending) {
+            throw new TooManyReminders(`${persona.name} has ${REMINDER_LIMITS.maxPending} pending reminders, the most it may have`);
+          }
           const inserted = await insertReminder(tx, {
             id: randomUUID(),
             persona: persona.name,
@@ -477,8 +501,8 @@ function reminderView(row: ReminderRow): ReminderView {
   };
 }
 
-/** What the turn reads when a reminder or wake-up fires. */
-function firingPrompt(row: ReminderRow, lateMs: number, timezone: string): string {
+/** What the turn reads when a reminder or wake-up fires (`last`: the repeat ends here, at its limit of firings). */
+function firingPrompt(row: ReminderRow, lateMs: number, timezone: string, last: boolean): string {
   const label = row.kind === 'wakeup' ? '[wake-up]' : `[reminder "${row.name}"]`;
   const text = row.prompt || (row.kind === 'wakeup' ? 'You asked to be woken up now.' : '');
   let late = '';
@@ -486,7 +510,12 @@ function firingPrompt(row: ReminderRow, lateMs: number, timezone: string): strin
     const due = new Intl.DateTimeFormat('en-GB', { timeZone: timezone, dateStyle: 'medium', timeStyle: 'short' }).format(row.dueAt);
     late = `\n(late: this was due at ${due} ${timezone} and fires ${formatLateness(lateMs)} late, because Parlor was not running then)`;
   }
-  return `${label} ${text}${late}`.trim();
+  const end = !last
+    ? ''
+    : row.kind === 'wakeup'
+      ? `\n(this is the last wake-up of the loop: a loop repeats at most ${REMINDER_LIMITS.maxFires} times; call schedule_wakeup again if it should go on)`
+      : `\n(this is the last time: a repeating reminder fires at most ${REMINDER_LIMITS.maxFires} times; set it again if it should go on)`;
+  return `${label} ${text}${late}${end}`.trim();
 }
 
 function formatLateness(ms: number): string {

@@ -28,12 +28,21 @@ const firedTurns: FakeHandler = (req) =>
 
 /** The user asks; the model calls `tool` with `args`, then says what the tool answered. */
 async function ask(tool: string, args: Record<string, unknown>, chat = 'u1'): Promise<string> {
+  return askIn({ chat: { id: chat, type: 'dm' }, sender: { id: chat, name: 'Ana' } }, tool, args);
+}
+
+/** The same, from `sender` in `chat` (a group, say). */
+async function askIn(where: { chat: { id: string; type: 'dm' | 'group' }; sender: { id: string; name: string } }, tool: string, args: Record<string, unknown>) {
   h.fake.script({ toolCalls: [{ name: tool, arguments: args }] }, (req) => ({ text: `tool said: ${toolResult(req)}` }));
   const before = h.chat.sent.length;
-  await h.chat.inject({ text: `please ${tool}`, chat: { id: chat, type: 'dm' }, sender: { id: chat, name: 'Ana' } });
+  await h.chat.inject({ text: `please ${tool}`, ...where });
   const sent = await h.chat.waitForSent(before + 1);
   return sent[before].text;
 }
+
+/** The scheduling Ana's DM turns get (for repeats faster than the tools allow, which only tests need). */
+const scheduling = () =>
+  h.app.scheduler.forTurn({ persona: h.app.personas[0], conversationId: 'testy:chat:u1', origin: { connector: 'chat', chat: 'u1', chatType: 'dm', sender: 'chat:u1' } });
 
 const fired = () => h.chat.sent.filter((m) => m.text.startsWith('⏰'));
 
@@ -73,9 +82,9 @@ describe('remind', () => {
   });
 
   it('a recurring reminder fires the right number of times and stops at until', async () => {
-    const until = new Date(Date.now() + 1000 + 2 * 1000 + 500).toISOString();
-    const said = await ask('remind', { action: 'remind', name: 'tick', prompt: 'tick', in_seconds: 1, every_seconds: 1, until });
-    expect(said).toMatch(/every 1s until/);
+    const until = new Date(Date.now() + 1000 + 2 * 1000 + 500);
+    const view = await scheduling().remind({ name: 'tick', prompt: 'tick', dueAt: new Date(Date.now() + 1000), everySeconds: 1, until });
+    expect(view).toMatchObject({ everySeconds: 1, until: until.toISOString() });
     await waitForFired(3);
     await sleep(2000);
     expect(fired().map((m) => m.text)).toEqual(Array(3).fill('⏰ [reminder "tick"] tick'));
@@ -84,7 +93,7 @@ describe('remind', () => {
   });
 
   it('cancel_reminder stops a recurring reminder', async () => {
-    await ask('remind', { action: 'remind', name: 'nag', prompt: 'nag', in_seconds: 1, every_seconds: 1 });
+    await scheduling().remind({ name: 'nag', prompt: 'nag', dueAt: new Date(Date.now() + 1000), everySeconds: 1 });
     await waitForFired(1);
     expect(await ask('remind', { action: 'cancel_reminder', name: 'nag' })).toBe('tool said: reminder "nag" cancelled');
     const count = fired().length;
@@ -141,7 +150,7 @@ describe('schedule_wakeup', () => {
   });
 
   it('loop re-arms after each firing until cancelled', async () => {
-    expect(await ask('schedule_wakeup', { time: '1s', message: 'again', loop: true })).toMatch(/it repeats every 1s/);
+    await scheduling().wakeup({ delayMs: 1000, message: 'again', loop: true });
     await waitForFired(3, 8000);
     await ask('schedule_wakeup', { time: '0' });
     const count = fired().length;
@@ -275,5 +284,114 @@ describe('repeats that outpace their turns', () => {
   it('refuses an interval or a delay beyond ten years', async () => {
     expect(await ask('remind', { action: 'remind', name: 'huge', prompt: 'x', in_seconds: 60, every_seconds: 1e13 })).toMatch(/invalid_arguments: \/every_seconds must be <= /);
     expect(await ask('remind', { action: 'remind', name: 'huge', prompt: 'x', in_seconds: 9e12 })).toMatch(/invalid_arguments: \/in_seconds must be <= /);
+  });
+});
+
+describe('limits: reminders cannot buy a model turn every second', () => {
+  const group = { id: 'g2', type: 'group' as const };
+  const zed = { chat: group, sender: { id: 'z9', name: 'Zed' } };
+  const pendingNamed = async (name: string) =>
+    (await h.query<{ n: number }>(sql`select count(*)::int as n from reminders where name = ${name} and status = 'pending'`))[0].n;
+
+  it("in a group, someone who is not one of the persona's users cannot set a repeating reminder or a looping wake-up; one-time ones still work", async () => {
+    expect(await askIn(zed, 'remind', { action: 'remind', name: 'zed-every', prompt: 'ping', in_seconds: 60, every_seconds: 3600 })).toBe(
+      "tool said: error: only the persona's own users can set repeating reminders here; a one-time reminder (without every_seconds) is fine",
+    );
+    expect(await pendingNamed('zed-every')).toBe(0);
+    expect(await askIn(zed, 'schedule_wakeup', { time: '1h', message: 'loop', loop: true })).toBe(
+      "tool said: error: only the persona's own users can set a looping wake-up here; without loop it is fine",
+    );
+    expect(await pendingNamed('wakeup:testy:chat:g2')).toBe(0);
+
+    expect(await askIn(zed, 'remind', { action: 'remind', name: 'zed-once', prompt: 'ping', in_seconds: 3600 })).toMatch(/^tool said: reminder "zed-once" set: next at /);
+    expect(await askIn(zed, 'schedule_wakeup', { time: '1h', message: 'once' })).toMatch(/^tool said: wake-up set for /);
+    // One of the persona's users, in the same group, may.
+    const ana = { chat: group, sender: { id: 'u1', name: 'Ana' } };
+    expect(await askIn(ana, 'remind', { action: 'remind', name: 'ana-every', prompt: 'ping', in_seconds: 60, every_seconds: 3600 })).toMatch(
+      /^tool said: reminder "ana-every" set: .*every 3600s/,
+    );
+    expect(await askIn(ana, 'schedule_wakeup', { time: '1h', message: 'loop', loop: true })).toMatch(/it repeats every 1h/);
+  });
+
+  it('every_seconds below 60, and a looping wake-up more often than once a minute, are refused', async () => {
+    for (const every of [1, 59]) {
+      expect(await ask('remind', { action: 'remind', name: `fast-${every}`, prompt: 'x', in_seconds: 60, every_seconds: every })).toBe(
+        'tool said: error: every_seconds must be at least 60 (a reminder repeats at most once a minute)',
+      );
+      expect(await pendingNamed(`fast-${every}`)).toBe(0);
+    }
+    expect(await ask('schedule_wakeup', { time: '30s', message: 'x', loop: true })).toBe(
+      'tool said: error: a looping wake-up repeats at most once a minute; give a time of at least 60s',
+    );
+    expect(await pendingNamed('wakeup:testy:chat:u1')).toBe(0);
+    expect(await ask('remind', { action: 'remind', name: 'minutely', prompt: 'x', in_seconds: 60, every_seconds: 60 })).toMatch(/reminder "minutely" set: .*every 60s/);
+    expect(await ask('schedule_wakeup', { time: '1m', message: 'x', loop: true })).toMatch(/it repeats every 1m until you cancel it with time "0", at most 1000 times in all$/);
+  });
+
+  it('the setter is told when a repeat ends: at its until, or after 1000 firings, whichever is first', async () => {
+    const start = Date.now() + 60_000;
+    const said = await ask('remind', { action: 'remind', name: 'hourly', prompt: 'x', in_seconds: 60, every_seconds: 3600 });
+    const last = /at most 1000 times in all \(the last at (\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d) UTC\)/.exec(said);
+    expect(last, said).not.toBeNull();
+    // 999 hours after the first one.
+    expect(Math.abs(Date.parse(`${last![1]}T${last![2]}Z`) - (start + 999 * 3600_000))).toBeLessThan(5000);
+    const until = new Date(Date.now() + 7 * 24 * 3600_000).toISOString();
+    expect(await ask('remind', { action: 'remind', name: 'week', prompt: 'x', in_seconds: 60, every_seconds: 3600, until })).toMatch(/every 3600s until \d{4}-/);
+    expect(await ask('remind', { action: 'list' })).toMatch(/- hourly: next at .* every 3600s, at most 1000 times in all \(the last at /);
+  });
+
+  it('a repeating reminder ends after 1000 firings, and the turn of the last one is told so', async () => {
+    const view = await scheduling().remind({ name: 'forever', prompt: 'tick', dueAt: new Date(Date.now() + 3600_000), everySeconds: 1 });
+    expect(view.fires).toBe(0);
+    // As if it had fired 998 times already: the next two firings are the last two.
+    const [row] = await h.query<{ id: string }>(sql`update reminders set fires = 998, due_at = now() where name = 'forever' and status = 'pending' returning id`);
+    await h.app.jobs.boss.send(QUEUES.reminder, { reminderId: row.id, fire: 998 });
+    await waitForFired(2);
+    await sleep(2500);
+    expect(fired().map((m) => m.text)).toEqual([
+      '⏰ [reminder "forever"] tick',
+      '⏰ [reminder "forever"] tick\n(this is the last time: a repeating reminder fires at most 1000 times; set it again if it should go on)',
+    ]);
+    const [after] = await h.query<{ status: string; fires: number }>(sql`select status, fires from reminders where id = ${row.id}`);
+    expect(after).toEqual({ status: 'done', fires: 1000 });
+  });
+
+  it('a looping wake-up ends after 1000 firings too, and says so', async () => {
+    await scheduling().wakeup({ delayMs: 3600_000, message: 'loop', loop: true });
+    const [row] = await h.query<{ id: string }>(
+      sql`update reminders set fires = 999, due_at = now() where name = 'wakeup:testy:chat:u1' and status = 'pending' returning id`,
+    );
+    await h.app.jobs.boss.send(QUEUES.reminder, { reminderId: row.id, fire: 999 });
+    const [message] = await waitForFired(1);
+    expect(message.text).toBe(
+      '⏰ [wake-up] loop\n(this is the last wake-up of the loop: a loop repeats at most 1000 times; call schedule_wakeup again if it should go on)',
+    );
+    await sleep(1500);
+    expect(fired()).toHaveLength(1);
+    expect((await h.query<{ status: string }>(sql`select status from reminders where id = ${row.id}`))[0].status).toBe('done');
+  });
+
+  it('a persona may have at most 100 pending reminders (wake-ups not counted); the 101st is refused, also when two race', async () => {
+    await h.query(sql`
+      insert into reminders (id, persona, name, kind, conversation_id, prompt, due_at)
+      select gen_random_uuid(), 'testy', 'filler-' || i, 'reminder', 'testy:chat:u1', 'filler', now() + interval '1 day'
+      from generate_series(1, 98) as i`);
+    expect(await ask('remind', { action: 'remind', name: 'ninety-nine', prompt: 'x', in_seconds: 3600 })).toMatch(/reminder "ninety-nine" set/);
+    // Two at once for the last place: exactly one gets it.
+    const raced = await Promise.allSettled(['race-a', 'race-b'].map((name) => scheduling().remind({ name, prompt: 'x', dueAt: new Date(Date.now() + 3600_000) })));
+    expect(raced.map((r) => r.status).sort()).toEqual(['fulfilled', 'rejected']);
+    expect((raced.find((r) => r.status === 'rejected') as PromiseRejectedResult).reason).toMatchObject({ name: 'TooManyReminders' });
+
+    expect(await ask('remind', { action: 'remind', name: 'one-too-many', prompt: 'x', in_seconds: 3600 })).toBe(
+      'tool said: error: testy has 100 pending reminders, the most it may have; cancel_reminder one you no longer need first (list shows them)',
+    );
+    expect(await pendingNamed('one-too-many')).toBe(0);
+    const [count] = await h.query<{ n: number }>(sql`select count(*)::int as n from reminders where persona = 'testy' and kind = 'reminder' and status = 'pending'`);
+    expect(count.n).toBe(100);
+    // A wake-up is not a reminder: it is still set.
+    expect(await ask('schedule_wakeup', { time: '1h', message: 'x' })).toMatch(/^tool said: wake-up set for /);
+    // One cancelled makes room for one.
+    expect(await ask('remind', { action: 'cancel_reminder', name: 'filler-1' })).toBe('tool said: reminder "filler-1" cancelled');
+    expect(await ask('remind', { action: 'remind', name: 'one-too-many', prompt: 'x', in_seconds: 3600 })).toMatch(/reminder "one-too-many" set/);
   });
 });
