@@ -20,6 +20,7 @@ import { createModelClient, withModelRetries } from '#src/llm/index.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
+import { checkToolPolicies } from '#src/tools/policy.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import type { Tool } from '#src/tools/types.ts';
 
@@ -80,6 +81,8 @@ export async function startApp(options: AppOptions): Promise<App> {
   // Configuration errors surface before anything starts.
   const llm = options.model ? undefined : requireModel(settings);
   const personas = loadPersonas(settings.personasDir);
+  const toolList = options.tools ?? createBuiltinTools({ timezone: settings.timezone });
+  checkToolPolicies(personas, toolList.map((t) => t.name));
 
   let embedded: EmbeddedPostgres | undefined;
   let url = settings.databaseUrl;
@@ -115,7 +118,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     await questions.start();
     cleanups.push(() => questions.stop());
     const scheduler = createScheduler({ database, jobs, personas: () => personas, timezone: settings.timezone, log, knownConnectors });
-    const tools = new ToolRunner(options.tools ?? createBuiltinTools({ timezone: settings.timezone }), questions.approvalGate, settingSecrets(settings));
+    const tools = new ToolRunner(toolList, questions.approvalGate, settingSecrets(settings));
     const runner = createTurnRunner({
       database,
       personas: () => personas,

@@ -3,6 +3,7 @@ import { ConfigError } from '#src/config/errors.ts';
 import { loadPersonas } from '#src/config/persona.ts';
 import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
 import { startEmbeddedPostgres } from '#src/db/embedded-postgres.ts';
+import { checkToolPolicies } from '#src/tools/policy.ts';
 
 interface Check {
   name: string;
@@ -12,12 +13,13 @@ interface Check {
 const TIMEOUT_MS = 8000;
 
 /** `parlor doctor`: checks each part a running Parlor needs and says how to fix what is wrong. Exit 1 if any fails. */
-export async function runDoctor(settings: Settings, out: NodeJS.WritableStream): Promise<number> {
+export async function runDoctor(settings: Settings, out: NodeJS.WritableStream, options: { toolNames?: readonly string[] } = {}): Promise<number> {
   const checks: Check[] = [
     {
       name: 'personas',
       run: async () => {
         const personas = loadPersonas(settings.personasDir);
+        if (options.toolNames) checkToolPolicies(personas, options.toolNames);
         return `${personas.length} in ${settings.personasDir}: ${personas.map((p) => p.name).join(', ')}`;
       },
     },

@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { createTerminalConnector } from '#connectors/terminal.ts';
+import { createBuiltinTools } from '#tools/index.ts';
 import { createPlatformConnectors, startApp, type App } from './app.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
@@ -36,7 +37,7 @@ async function main(argv: string[]): Promise<number> {
     case 'migrate':
       return runMigrate(settings, createLogger({ level: settings.logLevel, stream: 'stderr' }));
     case 'doctor':
-      return runDoctor(settings, process.stdout);
+      return runDoctor(settings, process.stdout, { toolNames: createBuiltinTools({ timezone: settings.timezone }).map((t) => t.name) });
     default:
       process.stderr.write(`parlor: unknown command "${command}"\n\n${USAGE}`);
       return 2;

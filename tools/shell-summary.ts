@@ -1,17 +1,22 @@
+import { codeBlock, showVerbatim, verbatimBlock } from '#src/questions/visible.ts';
+
 /**
- * The approval question's account of the call: the whole command in a code block (fenced so nothing inside it can
- * change how it is shown), then its folder, timeout and variables.
+ * The approval question's account of the call, whole: the command in a code block (fenced so nothing inside it can
+ * change how it is shown, with invisible characters and long runs of spaces written out), then its folder, timeout
+ * and variables, values in full. Nothing is cut: what is approved is what runs.
  */
 export function summarizeShellCall(args: { command: string; cwd?: string; timeout_ms?: number; env?: Record<string, string> }): string {
-  const command = args.command.length > 3000 ? `${args.command.slice(0, 3000)}\n… (${args.command.length} characters in all)` : args.command;
-  const longestRun = Math.max(2, ...(command.match(/`+/g) ?? []).map((run) => run.length));
-  const fence = '`'.repeat(longestRun + 1);
+  const lines = [verbatimBlock(args.command)];
   const details: string[] = [];
-  if (args.cwd) details.push(`in ${args.cwd}`);
+  if (args.cwd) details.push(`in ${showVerbatim(args.cwd, { singleLine: true })}`);
   if (args.timeout_ms !== undefined) details.push(`timeout ${formatSeconds(args.timeout_ms)}`);
-  const env = Object.entries(args.env ?? {}).map(([name, value]) => `${name}=${value.length > 40 ? `${value.slice(0, 40)}…` : value}`);
-  if (env.length) details.push(`env ${env.join(' ')}`);
-  return `${fence}\n${command}\n${fence}${details.length ? `\n(${details.join(', ')})` : ''}`;
+  if (details.length) lines.push(`(${details.join(', ')})`);
+  const env = Object.entries(args.env ?? {});
+  if (env.length) {
+    lines.push('with these variables:');
+    lines.push(codeBlock(env.map(([name, value]) => `${name}=${showVerbatim(value, { singleLine: true })}`).join('\n')));
+  }
+  return lines.join('\n');
 }
 
 export function formatSeconds(ms: number): string {

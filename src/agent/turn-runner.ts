@@ -249,6 +249,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       background: data.kind !== 'user',
       thinking: conversation.thinking || persona.tools.thinking,
       maxIterations: persona.tools.maxIterations,
+      budget: deps.history ?? DEFAULT_HISTORY_BUDGET,
       deadline: Date.now() + timeoutMs,
       signal,
       drainInbox:

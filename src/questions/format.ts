@@ -55,7 +55,18 @@ export function closedNotice(row: QuestionRow): string {
   return INACTIVE;
 }
 
-/** The question's message once it is resolved: what was asked, and what came of it. */
+/**
+ * A question longer than this is shown as its text, then a short message with the buttons, so that updating the
+ * button message once it is answered leaves the text as it was (the platforms' limits are 2,000 and more).
+ */
+export const LONG_QUESTION = 1500;
+
+/** The short message under a long question's text that carries its buttons. */
+export function buttonsLine(row: Pick<QuestionRow, 'text'>): string {
+  return `${row.text.split('\n')[0]} (shown above)`;
+}
+
+/** The question's message once it is resolved: what was asked (a long one: its first line), and what came of it. */
 export function closedText(row: QuestionRow): string {
   let outcome: string;
   if (row.status === 'answered') {
@@ -69,7 +80,7 @@ export function closedText(row: QuestionRow): string {
     const what = row.kind === 'approval' ? ` — ${(row.data as { tool?: string } | null)?.tool ?? 'the tool'} did not run` : '';
     outcome = `⌛ Expired: ${row.expiredReason ?? 'no answer in time'}${what}`;
   }
-  return `${row.text}\n\n${outcome}`;
+  return `${row.text.length > LONG_QUESTION ? buttonsLine(row) : row.text}\n\n${outcome}`;
 }
 
 export function view(row: QuestionRow): QuestionView {

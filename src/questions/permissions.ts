@@ -21,11 +21,13 @@ export function mayAnswerClick(row: QuestionRow, event: InboundEvent, personas: 
 
 /**
  * A typed message answers a question only from the person it was asked of; when nobody in particular was asked,
- * a persona user in a DM, or in a group only as a reply to the bot.
+ * a persona user in a DM, or in a group only as a reply to the bot. Approvals only ever from an approver.
  */
 export function mayAnswerByTyping(row: QuestionRow, event: InboundEvent, personas: readonly Persona[]): boolean {
   if (event.trusted) return true;
   const address = `${event.connector}:${event.sender.id}`;
+  // An approval is the approvers' to answer, whoever asked for the tool.
+  if (row.approversOnly) return mayAnswerClick(row, event, personas) && (event.chat.type === 'dm' || Boolean(event.replyToBot));
   if (row.askedUser) return row.askedUser === address;
   if (event.chat.type === 'group' && !event.replyToBot) return false;
   return mayAnswerClick(row, event, personas);

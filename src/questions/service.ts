@@ -31,7 +31,7 @@ import type { JobSystem } from '#src/jobs/boss.ts';
 import { withRetries } from '#src/retry.ts';
 import type { ChoiceSpec, DeliveryTarget, RemoteMethodRequest } from '#src/tools/types.ts';
 import { decodeChoice, encodeChoice, newQuestionId, shortQuestionId } from './codec.ts';
-import { closedNotice, closedText, INACTIVE, normalizeChoices, pickChoice, view, who, type QuestionView } from './format.ts';
+import { buttonsLine, closedNotice, closedText, INACTIVE, LONG_QUESTION, normalizeChoices, pickChoice, view, who, type QuestionView } from './format.ts';
 import { createApprovalGate } from './approvals.ts';
 import { answerForResult, mayAnswerByTyping, mayAnswerClick } from './permissions.ts';
 import { summarizeArgs } from './summary.ts';
@@ -242,17 +242,28 @@ export function createQuestions(deps: QuestionsDeps) {
     }
   };
 
-  /** Sends the question's message with its buttons; returns an error text when it could not be sent. */
+  /**
+   * Sends the question's message with its buttons; returns an error text when it could not be sent. A long question
+   * goes as its text, then a short message with the buttons (the one updated once it is answered).
+   */
   async function show(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
-    const result = await deps.delivery.deliver({
-      dedupeKey: `question:${row.id}`,
+    const where = {
       turnId: row.turnId ?? undefined,
       conversationId: row.conversationId,
       connector: destination.connector,
       chat: destination.chat,
       thread: destination.thread,
-      replyTo: destination.replyTo,
-      text: row.text,
+    };
+    const long = row.text.length > LONG_QUESTION;
+    if (long) {
+      const body = await deps.delivery.deliver({ ...where, dedupeKey: `question:${row.id}:text`, replyTo: destination.replyTo, text: row.text });
+      if (body.status === 'failed') return body.error ?? 'delivery failed';
+    }
+    const result = await deps.delivery.deliver({
+      ...where,
+      dedupeKey: `question:${row.id}`,
+      replyTo: long ? undefined : destination.replyTo,
+      text: long ? buttonsLine(row) : row.text,
       buttons: row.choices.length ? [row.choices.map((c) => ({ label: c.label, data: encodeChoice(row.id, c.id) }))] : undefined,
     });
     return result.status === 'failed' ? (result.error ?? 'delivery failed') : undefined;
@@ -299,7 +310,7 @@ export function createQuestions(deps: QuestionsDeps) {
             chat: conversation.chat,
             thread: conversation.thread ?? undefined,
             ...(from && from.connector === conversation.connector && from.chat.id === conversation.chat
-              ? { chatType: from.chat.type, sender: `${from.connector}:${from.sender.id}` }
+              ? { chatType: from.chat.type, sender: `${from.connector}:${from.sender.id}`, ...(from.trusted ? { trusted: true } : {}) }
               : {}),
           },
         },

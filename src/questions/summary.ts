@@ -1,3 +1,14 @@
+import { codeBlock, showVerbatim } from './visible.ts';
+
+/**
+ * A tool call's arguments for a person deciding on it, whole and with nothing hidden: the JSON of the arguments
+ * (which escapes control characters) with invisible characters and long runs of spaces written out.
+ */
+export function describeCallWhole(args: unknown): string {
+  if (args === undefined || args === null || (typeof args === 'object' && Object.keys(args).length === 0)) return '(no arguments)';
+  return codeBlock(showVerbatim(JSON.stringify(args, null, 2)));
+}
+
 /** A readable account of a tool call's arguments for a person deciding on it: one line per argument, bounded. */
 export function summarizeArgs(args: unknown, options: { maxChars?: number; maxValueChars?: number } = {}): string {
   const maxChars = options.maxChars ?? 700;

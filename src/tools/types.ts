@@ -13,6 +13,8 @@ export interface Origin {
   messageId?: string;
   chatType?: 'dm' | 'group';
   sender?: string;
+  /** The sender is the local owner (the terminal); only local connectors vouch for that. */
+  trusted?: boolean;
 }
 
 export interface DeliveryTarget {

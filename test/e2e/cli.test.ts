@@ -110,6 +110,21 @@ describe('configuration errors', () => {
     expect(result.stderr.trim()).toBe(`parlor: ${path.join(dir, 'broken', 'connectors.jsonc')}: /channels/0/mention must be boolean`);
   });
 
+  it('a tool name typo in approve or deny stops start-up (and fails doctor) naming the file, the path and the nearest tool', async () => {
+    const dir = await writePersonas({ typo: { ...TEST_PERSONA, tools: { deny: ['react'], approve: ['shell-exec'] } } });
+    const file = path.join(dir, 'typo', 'tools.jsonc');
+    const result = await parlor(['start'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr.trim()).toMatch(new RegExp(`^parlor: ${file.replace(/[.]/g, '\\.')}: /approve/0 "shell-exec" is not a tool \\(did you mean "shell_exec"\\?\\); the tools are .*shell_exec`));
+    const doctor = await parlor(['doctor'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
+    expect(doctor.exitCode).toBe(1);
+    expect(doctor.stdout).toContain(`✗ personas: ${file}: /approve/0 "shell-exec" is not a tool (did you mean "shell_exec"?)`);
+    const denyTypo = await writePersonas({ typo: { ...TEST_PERSONA, tools: { deny: ['send_mesage'] } } });
+    const denied = await parlor(['start'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: denyTypo });
+    expect(denied.exitCode).toBe(2);
+    expect(denied.stderr).toContain('/deny/0 "send_mesage" is not a tool (did you mean "send_message"?)');
+  });
+
   it('an unreachable database is one clear line, exit 1', async () => {
     const result = await parlor(['start'], { ...model(), DATABASE_URL: 'postgres://parlor:secret@127.0.0.1:9/parlor', PARLOR_PERSONAS_DIR: path.join(root, 'personas') });
     expect(result.exitCode).toBe(1);
