@@ -1,8 +1,11 @@
 // The remote-method HTTP API end to end: a real turn runs a tool that asks a person (ctx.remoteMethod), and the
 // question is answered through the API, a button click, or not at all.
+import http from 'node:http';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { parseSettings } from '../../src/config/env.ts';
+import { MAX_EVENT_STREAMS } from '../../src/http/remote-methods.ts';
+import { MAX_BODY_BYTES } from '../../src/http/server.ts';
 import type { QuestionView } from '../../src/questions/service.ts';
 import type { Tool } from '../../src/tools/types.ts';
 import type { RecordedRequest } from '../support/fake-llm.ts';
@@ -129,6 +132,11 @@ async function openStream() {
   const controller = new AbortController();
   const res = await api('/remote-methods', { signal: controller.signal });
   expect(res.status).toBe(200);
+  return readStream(res, controller);
+}
+
+/** Reads the events of a stream `res` opened with `controller`'s signal. */
+function readStream(res: Response, controller: AbortController) {
   expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
   const events: SseEvent[] = [];
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
@@ -431,5 +439,128 @@ describe('remote methods in the chat: buttons', () => {
     );
     expect(row).toEqual({ status: 'answered', answered_by: 'Ana', answered_via: 'button click on chat:u1' });
     await h.app.waitForIdle(CONVERSATION, 5000);
+  });
+});
+
+/**
+ * POSTs `total` bytes in 64 KB chunks from one buffer (so the client holds none of it), the way a client that does
+ * not care about the answer would: it writes until the server stops taking data. Resolves with the response and how
+ * much the server let it write.
+ */
+function postHuge(path: string, total: number, options: { contentLength: boolean }) {
+  return new Promise<{ status: number; headers: http.IncomingHttpHeaders; body: string; written: number }>((resolve, reject) => {
+    const url = new URL(path, base);
+    const req = http.request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname,
+      method: 'POST',
+      headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json', ...(options.contentLength ? { 'content-length': String(total) } : {}) },
+    });
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    let written = 0;
+    let response: { status: number; headers: http.IncomingHttpHeaders; body: string } | undefined;
+    let closed = false;
+    const settle = () => {
+      if (response && closed) resolve({ ...response, written });
+    };
+    req.on('response', (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (d: string) => (body += d));
+      res.on('end', () => {
+        response = { status: res.statusCode!, headers: res.headers, body };
+        settle();
+      });
+    });
+    // The server hanging up on the rest of the body is the expected end (EPIPE or ECONNRESET on this side).
+    req.on('error', () => {});
+    req.on('close', () => {
+      closed = true;
+      if (!response) reject(new Error(`connection closed without a response after ${written} bytes`));
+      settle();
+    });
+    const pump = () => {
+      while (written < total && !req.destroyed) {
+        written += chunk.length;
+        if (!req.write(chunk)) {
+          req.once('drain', pump);
+          return;
+        }
+      }
+      if (written >= total) req.end();
+    };
+    pump();
+  });
+}
+
+const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`;
+
+describe('remote-method API: limits', () => {
+  const HUGE = 60 * 1024 * 1024;
+
+  it.each([
+    ['with a Content-Length', true],
+    ['sent chunked, without a Content-Length', false],
+  ])('a 60 MB answer %s is refused with 413 and a JSON error, without the server reading it', async (how, contentLength) => {
+    const before = process.memoryUsage().rss;
+    const res = await postHuge('/remote-methods/no-such-question/result', HUGE, { contentLength });
+    const after = process.memoryUsage().rss;
+    console.log(`60 MB body ${how}: ${res.status}; the server took ${mb(res.written)} before hanging up; RSS ${mb(before)} → ${mb(after)} (${mb(after - before)} more)`);
+    expect(res.status).toBe(413);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    expect(JSON.parse(res.body)).toEqual({ error: 'body_too_large', message: `request bodies are limited to ${MAX_BODY_BYTES} bytes` });
+    // The connection was closed on the rest: the client could not push the whole body through.
+    expect(res.written).toBeLessThan(HUGE);
+  });
+
+  it('a body just under the limit is read as usual', async () => {
+    const filler = 'x'.repeat(MAX_BODY_BYTES - 100);
+    const res = await api('/remote-methods/no-such-question/result', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ result: filler }) });
+    expect(res.status).toBe(409);
+    expect(await res.json()).toMatchObject({ error: 'not_found' });
+  });
+
+  it(`at most ${MAX_EVENT_STREAMS} event streams are open at once: the next gets 503 with Retry-After and a JSON error, and a closed one makes room`, async () => {
+    const streams: Awaited<ReturnType<typeof openStream>>[] = [];
+    try {
+      // Streams of earlier tests may still be closing on the server side: open until the limit is reached.
+      await waitFor(`${MAX_EVENT_STREAMS} open streams`, async () => {
+        while (streams.length < MAX_EVENT_STREAMS) {
+          const controller = new AbortController();
+          const res = await api('/remote-methods', { signal: controller.signal });
+          if (res.status === 503) {
+            await res.body?.cancel();
+            return false;
+          }
+          streams.push(readStream(res, controller));
+        }
+        return true;
+      });
+      const refused = await api('/remote-methods');
+      expect(refused.status).toBe(503);
+      expect(refused.headers.get('retry-after')).toBe('30');
+      expect(await refused.json()).toEqual({
+        error: 'too_many_streams',
+        message: `at most ${MAX_EVENT_STREAMS} event streams may be open at once; close one, or retry later`,
+      });
+      // The ones already open still work: each gets a method asked now.
+      const question = await startPicking();
+      await Promise.all(streams.map((stream) => stream.next((e) => e.event === 'method.pending' && e.id === question.id)));
+      expect((await answer(question.id, 'red')).status).toBe(200);
+      await chat.waitForSent(2);
+      await h.app.waitForIdle(CONVERSATION, 5000);
+
+      await streams.shift()!.close();
+      const again = await waitFor('room for a new stream', async () => {
+        const res = await api('/remote-methods');
+        if (res.status === 200) return res;
+        await res.body?.cancel();
+        return undefined;
+      });
+      await again.body!.cancel();
+    } finally {
+      for (const stream of streams) await stream.close();
+    }
   });
 });
