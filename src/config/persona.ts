@@ -117,10 +117,6 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
   };
   const tools = readJsonc(path.join(dir, 'tools.jsonc'), validateTools, {}) as Partial<Persona['tools']>;
   const schedules = loadSchedules(dir);
-  if (options.connectors) {
-    checkConnectorNames(path.join(dir, 'connectors.jsonc'), connectors, options.connectors);
-    checkDeliveryConnectors(path.join(dir, 'schedules.jsonc'), schedules, options.connectors);
-  }
 
   const envFile = path.join(dir, '.env');
   let secrets: Record<string, string> = {};
@@ -134,7 +130,7 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
   }
 
   const users = connectors.users ?? [];
-  return {
+  const persona: Persona = {
     name,
     dir,
     soul,
@@ -159,6 +155,28 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
     workspace: path.join(dir, 'workspace'),
     skills: loadSkills(path.join(dir, 'skills')),
   };
+  if (options.connectors) checkPersonaConnectors(persona, options.connectors);
+  return persona;
+}
+
+/**
+ * Every connector the persona's files name (in `users`, `approvers`, `primary`, `channels` and schedule
+ * deliveries) is one of `known`; otherwise a ConfigError names the file, the JSON path and the nearest known id.
+ */
+export function checkPersonaConnectors(persona: Persona, known: readonly string[]): void {
+  const file = path.join(persona.dir, 'connectors.jsonc');
+  // Users first: approvers default to them, and a typo is reported where it was written.
+  for (const field of ['users', 'approvers'] as const) {
+    persona[field].forEach((address, i) => {
+      const id = address.slice(0, address.indexOf(':'));
+      if (!known.includes(id)) throw new ConfigError(`${file}: /${field}/${i} ${JSON.stringify(address)} names no connector ${JSON.stringify(id)} ${knownHint(id, known)}`);
+    });
+  }
+  if (persona.primary) checkConnectorField(file, '/primary/connector', persona.primary.connector, known);
+  persona.channels.forEach((channel, i) => checkConnectorField(file, `/channels/${i}/connector`, channel.connector, known));
+  persona.schedules.forEach((entry, i) => {
+    if (entry.deliver) checkConnectorField(path.join(persona.dir, 'schedules.jsonc'), `/${i}/deliver/connector`, entry.deliver.connector, known);
+  });
 }
 
 /** Whether a `connector:id` address is one of the persona's own people (a user or an approver). */
@@ -261,28 +279,6 @@ function personaLink(link: string): boolean {
   const kind = fileKind(link);
   if (kind === 'dangling') throw new ConfigError(`persona folder ${link} ${describeKind(link, kind)}`);
   return kind === 'directory';
-}
-
-/** Every connector a persona's connectors.jsonc names is one this deployment has. */
-function checkConnectorNames(
-  file: string,
-  connectors: { users?: string[]; approvers?: string[]; primary?: Destination; channels?: { connector: string }[] },
-  known: readonly string[],
-): void {
-  for (const field of ['users', 'approvers'] as const) {
-    connectors[field]?.forEach((address, i) => {
-      const id = address.slice(0, address.indexOf(':'));
-      if (!known.includes(id)) throw new ConfigError(`${file}: /${field}/${i} ${JSON.stringify(address)} names no connector ${JSON.stringify(id)} ${knownHint(id, known)}`);
-    });
-  }
-  if (connectors.primary) checkConnectorField(file, '/primary/connector', connectors.primary.connector, known);
-  connectors.channels?.forEach((channel, i) => checkConnectorField(file, `/channels/${i}/connector`, channel.connector, known));
-}
-
-function checkDeliveryConnectors(file: string, schedules: ScheduleEntry[], known: readonly string[]): void {
-  schedules.forEach((entry, i) => {
-    if (entry.deliver) checkConnectorField(file, `/${i}/deliver/connector`, entry.deliver.connector, known);
-  });
 }
 
 function checkConnectorField(file: string, pointer: string, id: string, known: readonly string[]): void {

@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
-import { loadPersona, loadPersonas } from '#src/config/persona.ts';
+import { checkPersonaConnectors, loadPersona, loadPersonas } from '#src/config/persona.ts';
 import { ConfigError } from '#src/config/errors.ts';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -324,6 +324,16 @@ describe('connector names', () => {
     const dir = persona('p', { 'connectors.jsonc': JSON.stringify({ users: ['matrix:@ana:example.org'] }) });
     const err = configError(() => loadPersona(dir, { connectors: KNOWN }));
     expect(err.message).toBe(`${path.join(dir, 'connectors.jsonc')}: /users/0 "matrix:@ana:example.org" names no connector "matrix" (known: discord, slack, telegram, terminal)`);
+  });
+
+  it('the same check on a loaded persona, for callers that learn the connector ids later', () => {
+    const dir = persona('p', { 'connectors.jsonc': JSON.stringify({ users: ['chat:u1'], channels: [{ connector: 'chta', chat: 'g1' }] }) });
+    const loaded = loadPersona(dir);
+    checkPersonaConnectors(loadPersona(persona('q', { 'connectors.jsonc': JSON.stringify({ users: ['chat:u1'] }) })), [...KNOWN, 'chat']);
+    const err = configError(() => checkPersonaConnectors(loaded, [...KNOWN, 'chat']));
+    expect(err.message).toBe(
+      `${path.join(dir, 'connectors.jsonc')}: /channels/0/connector "chta" is no connector (known: chat, discord, slack, telegram, terminal; did you mean "chat"?)`,
+    );
   });
 
   it('known names load, and without the list nothing is checked', () => {
