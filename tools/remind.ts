@@ -239,9 +239,10 @@ function describeReminder(r: ReminderView, timezone: string): string {
   if (r.everySeconds) {
     // A repeat ends at its until or at its limit of firings, whichever comes first.
     const lastAt = new Date(Date.parse(r.dueAt) + (REMINDER_LIMITS.maxFires - r.fires - 1) * r.everySeconds * 1000);
-    const end = r.until && Date.parse(r.until) <= lastAt.getTime()
-      ? ` until ${local(r.until, timezone)}`
-      : `, at most ${REMINDER_LIMITS.maxFires} times in all (the last at ${local(lastAt.toISOString(), timezone)})`;
+    const end =
+      r.until && Date.parse(r.until) <= lastAt.getTime()
+        ? ` until ${local(r.until, timezone)}`
+        : `, at most ${REMINDER_LIMITS.maxFires} times in all (the last at ${local(lastAt.toISOString(), timezone)})`;
     parts.push(`every ${r.everySeconds}s${end}`);
   }
   if (r.deliver) parts.push(`delivered to ${r.deliver.connector}:${r.deliver.chat}`);

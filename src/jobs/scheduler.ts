@@ -510,11 +510,13 @@ function firingPrompt(row: ReminderRow, lateMs: number, timezone: string, last: 
     const due = new Intl.DateTimeFormat('en-GB', { timeZone: timezone, dateStyle: 'medium', timeStyle: 'short' }).format(row.dueAt);
     late = `\n(late: this was due at ${due} ${timezone} and fires ${formatLateness(lateMs)} late, because Parlor was not running then)`;
   }
-  const end = !last
-    ? ''
-    : row.kind === 'wakeup'
-      ? `\n(this is the last wake-up of the loop: a loop repeats at most ${REMINDER_LIMITS.maxFires} times; call schedule_wakeup again if it should go on)`
-      : `\n(this is the last time: a repeating reminder fires at most ${REMINDER_LIMITS.maxFires} times; set it again if it should go on)`;
+  let end = '';
+  if (last) {
+    end =
+      row.kind === 'wakeup'
+        ? `\n(this is the last wake-up of the loop: a loop repeats at most ${REMINDER_LIMITS.maxFires} times; call schedule_wakeup again if it should go on)`
+        : `\n(this is the last time: a repeating reminder fires at most ${REMINDER_LIMITS.maxFires} times; set it again if it should go on)`;
+  }
   return `${label} ${text}${late}${end}`.trim();
 }
 
