@@ -7,6 +7,9 @@ export const CAPTION_LIMIT = 1024;
 const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 const escapeAttr = (text: string) => escape(text).replace(/"/g, '&quot;');
 
+/** Deeper nesting (`> > > …`, `- - - …` on one line) is flattened: marked recurses once per level. */
+export const MAX_NESTING = 8;
+
 /**
  * Markdown → the HTML subset Telegram accepts (b, i, s, u, code, pre, a, blockquote). Headings become bold
  * lines, lists become bullet lines, images become links; anything else is reduced to its text.
@@ -38,7 +41,10 @@ const marked = new Marked({
       return `<pre><code${cls}>${escape(text)}</code></pre>\n\n`;
     },
     blockquote({ tokens }) {
-      return `<blockquote>${this.parser.parse(tokens).trim()}</blockquote>\n\n`;
+      // Telegram refuses a blockquote inside another: only the outermost stays one (text is escaped, so these
+      // tags can only be ours).
+      const inner = this.parser.parse(tokens).trim().replace(/<\/?blockquote>/g, '');
+      return `<blockquote>${inner}</blockquote>\n\n`;
     },
     list(token: Tokens.List) {
       const start = typeof token.start === 'number' ? token.start : 1;
@@ -78,7 +84,36 @@ const marked = new Marked({
 });
 
 export function markdownToTelegramHtml(markdown: string): string {
-  return (marked.parse(markdown, { async: false }) as string).trim();
+  return (marked.parse(boundNesting(markdown), { async: false }) as string).trim();
+}
+
+/** One quote or list marker at the start of what is left of a line. */
+const CONTAINER_MARKER = /[ \t]*(?:>|[-*+](?=[ \t])|\d{1,9}[.)](?=[ \t]))/y;
+const FENCE = /^ {0,3}(```|~~~)/;
+
+/**
+ * Lines that open more than `max` quotes or lists at once keep the first `max` markers, so the parser's recursion
+ * stays shallow whatever the model writes. The text of the line is kept; code blocks are left alone.
+ */
+export function boundNesting(markdown: string, max = MAX_NESTING): string {
+  let inFence = false;
+  return markdown
+    .split('\n')
+    .map((line) => {
+      if (FENCE.test(line)) inFence = !inFence;
+      if (inFence) return line;
+      let depth = 0;
+      let kept = 0;
+      let end = 0;
+      CONTAINER_MARKER.lastIndex = 0;
+      while (CONTAINER_MARKER.exec(line)) {
+        end = CONTAINER_MARKER.lastIndex;
+        if (++depth === max) kept = end;
+      }
+      if (depth <= max) return line;
+      return `${line.slice(0, kept)} ${line.slice(end).trimStart()}`;
+    })
+    .join('\n');
 }
 
 /**
@@ -102,7 +137,8 @@ export function splitText(text: string, limit: number): string[] {
     if (fences % 2 === 1) {
       const lang = /^```(\S*)/m.exec(piece.slice(piece.lastIndexOf('```')))?.[1] ?? '';
       piece += '\n```';
-      rest = `\`\`\`${lang}\n${rest}`;
+      // Only the fence's closing line left: the piece just closed it.
+      rest = /^```[ \t]*(\n|$)/.test(rest) ? rest.replace(/^```[ \t]*\n?/, '').trimStart() : `\`\`\`${lang}\n${rest}`;
     }
     pieces.push(piece);
   }
@@ -119,16 +155,24 @@ export interface FormattedPart {
 /** Markdown → message parts that each fit Telegram's limit once converted to HTML. */
 export function formatForTelegram(markdown: string, limit = TEXT_LIMIT): FormattedPart[] {
   const parts: FormattedPart[] = [];
-  const queue = splitText(markdown, limit);
+  const queue = splitText(boundNesting(markdown), limit);
   while (queue.length) {
     const source = queue.shift()!;
-    const html = markdownToTelegramHtml(source);
+    let html: string;
+    try {
+      html = markdownToTelegramHtml(source);
+    } catch {
+      // The parser gave up on this text (too deep, say): it goes out as it was written.
+      parts.push({ html: escape(source), plain: source });
+      continue;
+    }
     if (html.length > limit && source.length > 1) {
       // Markup made it longer than the limit: split the source smaller and try again.
       queue.unshift(...splitText(source, Math.max(1, Math.floor(source.length / 2) + 1)));
       continue;
     }
-    parts.push({ html: html || escape(source), plain: source });
+    // Markup with no text in it (an empty quote) would be refused as an empty message.
+    parts.push({ html: html.replace(/<[^>]*>/g, '').trim() ? html : escape(source), plain: source });
   }
   return parts;
 }

@@ -11,16 +11,17 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
   const externalId = String(update.update_id);
   if (update.callback_query) {
     const query = update.callback_query;
+    // Without `message` (a button on an inline-mode message), the click still counts: it is placed in the
+    // clicker's private chat, and the core finds the question by the button's payload.
     const message = query.message;
-    if (!message) return undefined;
     return {
       connector: 'telegram',
       externalId,
       kind: 'click',
-      chat: chatOf(message.chat),
+      chat: message ? chatOf(message.chat) : { id: String(query.from.id), type: 'dm' },
       sender: senderOf(query.from),
       text: '',
-      messageId: String(message.message_id),
+      messageId: message ? String(message.message_id) : undefined,
       data: query.data ?? '',
     };
   }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Update } from 'grammy/types';
-import { formatForTelegram, markdownToTelegramHtml, splitText } from '../../connectors/telegram/format.ts';
+import { boundNesting, formatForTelegram, markdownToTelegramHtml, splitText } from '../../connectors/telegram/format.ts';
 import { normalizeUpdate } from '../../connectors/telegram/normalize.ts';
 
 const bot = { id: 42, username: 'parlor_bot' };
@@ -29,6 +29,12 @@ describe('normalizeUpdate', () => {
     expect(normalizeUpdate(groupMessage('reply in general', { message_thread_id: 12 }), bot)?.chat.thread).toBeUndefined();
     const edited = { update_id: 2, edited_message: { message_id: 9, date: 0, edit_date: 1, chat: { id: 7, type: 'private', first_name: 'Ana' }, from, text: 'fixed' } } as Update;
     expect(normalizeUpdate(edited, bot)).toMatchObject({ kind: 'edit', text: 'fixed' });
+  });
+
+  it('turns a click without a message (inline mode) into a click in the clicker\'s private chat', () => {
+    const click = normalizeUpdate({ update_id: 5, callback_query: { id: 'cb', from, chat_instance: 'c', inline_message_id: 'AAA', data: 'q:abc:yes' } } as Update, bot);
+    expect(click).toMatchObject({ kind: 'click', externalId: '5', chat: { id: '7', type: 'dm' }, sender: { id: '7' }, data: 'q:abc:yes' });
+    expect(click?.messageId).toBeUndefined();
   });
 
   it('records attachments with their captions', () => {
@@ -65,5 +71,20 @@ describe('formatting', () => {
     }
     const stars = '**x** '.repeat(1500);
     expect(formatForTelegram(stars).every((p) => p.html.length <= 4096)).toBe(true);
+  });
+
+  it('bounds nesting before parsing, keeping the text, and never puts a quote inside a quote', () => {
+    expect(boundNesting(`${'> '.repeat(5000)}deep`)).toBe(`${'> '.repeat(8)}deep`);
+    expect(boundNesting(`${'- '.repeat(3000)}x`)).toBe(`${'- '.repeat(8)}x`);
+    expect(boundNesting('> > quoted twice\n- a list\n```\n> > > > > > > > > > in code\n```')).toBe('> > quoted twice\n- a list\n```\n> > > > > > > > > > in code\n```');
+    expect(markdownToTelegramHtml(`${'> '.repeat(5000)}deep`)).toBe('<blockquote>deep</blockquote>');
+    expect(markdownToTelegramHtml('> outer\n> > inner\n> > > innermost')).toBe('<blockquote>outer\n\ninner\n\ninnermost</blockquote>');
+  });
+
+  it('sends no empty part when a split falls on the end of a code block', () => {
+    const code = '```\n' + 'line of code\n'.repeat(600) + '```';
+    const parts = formatForTelegram(code);
+    expect(parts.every((p) => p.html.replace(/<[^>]+>/g, '').trim().length > 0)).toBe(true);
+    expect(parts.map((p) => p.plain).join('\n').match(/line of code/g)).toHaveLength(600);
   });
 });
