@@ -1,13 +1,17 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { autoRetry } from '@grammyjs/auto-retry';
 import { Api, GrammyError, HttpError, InputFile } from 'grammy';
 import type { Update } from 'grammy/types';
 import type { Logger } from 'pino';
-import { PlatformError, type Attachment, type Button, type Connector, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
+import { PlatformError, type Attachment, type Button, type Connector, type InboundEvent, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
 import { CAPTION_LIMIT, formatForTelegram, splitText, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
+import { pollUpdates } from './polling.ts';
 import { createChatThrottle } from './throttle.ts';
 
 export interface TelegramOptions {
@@ -35,86 +39,60 @@ const REACTION_EMOJI = new Set(
   '👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷‍♂ 🤷 🤷‍♀ 😡'.split(' '),
 );
 
+/** Downloads that take longer than this are abandoned (the file is recorded as not downloaded). */
+const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
+
+/** grammY's Bot API client as Parlor uses it. */
+export function createTelegramApi(token: string, apiRoot?: string): Api {
+  const api = new Api(token, apiRoot ? { apiRoot } : undefined);
+  // 429s (with retry_after) and 5xx are retried per API call, so a long reply never resends its first parts.
+  api.config.use(autoRetry({ maxRetryAttempts: 5, maxDelaySeconds: 120 }));
+  return api;
+}
+
 /**
- * Telegram over the Bot API with grammY's client. Updates are long-polled by this process alone; each is handed
- * to the core and only then acknowledged (the next getUpdates offset moves past it), so a crash re-delivers it
- * and the core's dedupe drops the copy. Sends go out as HTML converted from Markdown, split under 4096 chars.
+ * Telegram over the Bot API with grammY's client. Updates are long-polled by this process alone (or pushed to
+ * the webhook); each is handed to the core and acknowledged only once the core has taken it. Sends go out as HTML
+ * converted from Markdown, split under 4096 chars.
  */
 export function createTelegramConnector(options: TelegramOptions): Connector {
   const log = options.log.child({ connector: 'telegram' });
-  const api = new Api(options.token, options.apiRoot ? { apiRoot: options.apiRoot } : undefined);
-  // 429s (with retry_after) and 5xx are retried per API call, so a long reply never resends its first parts.
-  api.config.use(autoRetry({ maxRetryAttempts: 5, maxDelaySeconds: 120 }));
+  const api = createTelegramApi(options.token, options.apiRoot);
   const throttle = createChatThrottle();
   let bot: BotIdentity | undefined;
   let polling: Promise<void> | undefined;
-  /** Clicks being handled (they run beside the update loop). */
-  const clicks = new Set<Promise<void>>();
   const stopper = new AbortController();
 
+  /** Resolves once the core has taken the update (stored, set aside, or nothing to do); throws to have it again. */
   async function deliverUpdate(update: Update, onInbound: InboundHandler): Promise<void> {
-    const event = normalizeUpdate(update, bot!);
-    if (!event) return;
-    if (event.kind !== 'click') {
-      await onInbound(event);
+    let event: InboundEvent | undefined;
+    try {
+      event = normalizeUpdate(update, bot!);
+    } catch (err) {
+      // Nothing the core could store or retry: holding the update would stop every chat.
+      log.error({ err, update: update.update_id }, 'update could not be read; skipped');
+    }
+    const query = update.callback_query;
+    if (!query) {
+      if (event) await onInbound(event);
       return;
     }
     // Every button press is answered, or the user's client keeps spinning.
     let notice: string | undefined;
     try {
-      notice = (await onInbound(event)).notice;
+      if (event) notice = (await onInbound(event)).notice;
     } finally {
-      await api.answerCallbackQuery(update.callback_query!.id, notice ? { text: notice } : undefined).catch((err) => log.warn({ err }, 'answerCallbackQuery failed'));
-    }
-  }
-
-  async function poll(onInbound: InboundHandler): Promise<void> {
-    let offset = 0;
-    while (!stopper.signal.aborted) {
-      const asked = Date.now();
-      let updates: Update[];
-      try {
-        updates = await api.getUpdates({ offset, timeout: options.pollTimeoutSeconds ?? 25, allowed_updates: [...ALLOWED_UPDATES] }, stopper.signal as never);
-      } catch (err) {
-        if (stopper.signal.aborted) return;
-        if (err instanceof GrammyError && err.error_code === 409) {
-          log.error('another process is receiving updates for this bot token (409 Conflict): stop it, or remove its webhook; retrying in 30 s');
-          await sleep(30_000, stopper.signal);
-        } else {
-          log.warn({ err: describe(err) }, 'getUpdates failed; retrying');
-          await sleep(2000, stopper.signal);
-        }
-        continue;
-      }
-      for (const update of updates) {
-        if (update.callback_query) {
-          // A click is answered at once, never behind a slow message (a large download) in the same batch.
-          const click = deliverUpdate(update, onInbound)
-            .catch((err: unknown) => log.warn({ err, update: update.update_id }, 'click could not be handled'))
-            .finally(() => clicks.delete(click));
-          clicks.add(click);
-          offset = update.update_id + 1;
-          continue;
-        }
-        try {
-          await deliverUpdate(update, onInbound);
-        } catch (err) {
-          // Not acknowledged: Telegram delivers it again on the next call.
-          log.error({ err, update: update.update_id }, 'update could not be stored; it will be delivered again');
-          await sleep(2000, stopper.signal);
-          break;
-        }
-        offset = update.update_id + 1;
-      }
-      // A server that answers at once (a test emulator) must not be hammered.
-      if (updates.length === 0 && Date.now() - asked < 1000) await sleep(200, stopper.signal);
+      await api.answerCallbackQuery(query.id, notice ? { text: notice } : undefined).catch((err) => log.warn({ err }, 'answerCallbackQuery failed'));
     }
   }
 
   const secret = webhookSecret(options.token);
   let handler: InboundHandler | undefined;
 
-  /** Webhook mode: the 200 goes back only once the update is stored, so Telegram retries anything lost. */
+  /**
+   * Webhook mode: the 200 goes back only once the core has taken the update (stored it, or set it aside after
+   * repeated failures); a 500 before that has Telegram deliver it again.
+   */
   async function handleWebhook(request: Request): Promise<Response> {
     const given = Buffer.from(request.headers.get('x-telegram-bot-api-secret-token') ?? '');
     const expected = Buffer.from(secret);
@@ -156,14 +134,20 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
       }
       // Polling and a webhook cannot both receive updates.
       await api.deleteWebhook().catch((err) => log.warn({ err: describe(err) }, 'deleteWebhook failed'));
-      polling = poll(onInbound).catch((err) => log.error({ err }, 'polling stopped'));
+      polling = pollUpdates({
+        api,
+        signal: stopper.signal,
+        timeoutSeconds: options.pollTimeoutSeconds ?? 25,
+        allowedUpdates: ALLOWED_UPDATES,
+        log,
+        handle: (update) => deliverUpdate(update, onInbound),
+      }).catch((err) => log.error({ err }, 'polling stopped'));
       log.info({ bot: `@${bot.username}` }, 'receiving Telegram updates by long polling');
     },
 
     async stop() {
       stopper.abort();
       await polling;
-      await Promise.allSettled(clicks);
     },
 
     async send(message: OutboundMessage): Promise<SentMessage> {
@@ -264,11 +248,20 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     async download(attachment, directory) {
       const file = await api.getFile(attachment.fileId!);
       if (!file.file_path) throw new Error('Telegram gave no file path');
-      const response = await fetch(`${options.apiRoot ?? 'https://api.telegram.org'}/file/bot${options.token}/${file.file_path}`);
-      if (!response.ok) throw new Error(`file download answered HTTP ${response.status}`);
+      const signal = AbortSignal.any([stopper.signal, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
+      const response = await fetch(`${options.apiRoot ?? 'https://api.telegram.org'}/file/bot${options.token}/${file.file_path}`, { signal });
+      if (!response.ok || !response.body) throw new Error(`file download answered HTTP ${response.status}`);
       await fs.mkdir(directory, { recursive: true });
       const target = path.join(directory, uploadName(attachment, file.file_path));
-      await fs.writeFile(target, Buffer.from(await response.arrayBuffer()));
+      // Streamed to a hidden name, then renamed: a half-written file never looks like a finished one.
+      const partial = path.join(directory, `.${path.basename(target)}.${randomBytes(4).toString('hex')}.part`);
+      try {
+        await pipeline(Readable.fromWeb(response.body as never), createWriteStream(partial), { signal });
+        await fs.rename(partial, target);
+      } catch (err) {
+        await fs.rm(partial, { force: true });
+        throw err;
+      }
       return target;
     },
 
@@ -322,12 +315,4 @@ function toPlatformError(err: unknown, method: string, partlySent: boolean): Pla
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
-  });
 }

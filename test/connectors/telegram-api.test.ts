@@ -73,6 +73,25 @@ describe('receiving', () => {
     expect(received[0]).toMatchObject({ kind: 'click', data: 'q:x:1', chat: { id: '7' } });
     expect(api.callsOf('answerCallbackQuery')[0].body).toMatchObject({ callback_query_id: 'cb-1', text: 'This question was already answered.' });
   });
+
+  it('answers a button press that carries no message (an inline-mode message), and still hands it to the core', async () => {
+    answer = () => ({ status: 'click', notice: 'Answer recorded: Yes' });
+    api.pushUpdates({
+      update_id: 21,
+      callback_query: { id: 'cb-inline', from: { id: 7, is_bot: false, first_name: 'Ana' }, chat_instance: 'c', inline_message_id: 'AAAinline', data: 'q:y:1' },
+    });
+    await until(() => api.callsOf('answerCallbackQuery').length === 1);
+    expect(api.callsOf('answerCallbackQuery')[0].body).toMatchObject({ callback_query_id: 'cb-inline', text: 'Answer recorded: Yes' });
+    expect(received).toHaveLength(1);
+    expect(received[0]).toMatchObject({ kind: 'click', data: 'q:y:1', chat: { id: '7', type: 'dm' }, sender: { id: '7' } });
+    expect(received[0].messageId).toBeUndefined();
+  });
+
+  it('skips an update it cannot read, instead of stopping every chat', async () => {
+    api.queueUpdates({ update_id: 22, message: { message_id: 1, date: 0, chat: null, from: { id: 7, is_bot: false, first_name: 'Ana' }, text: 'broken' } } as never, dm(23, 'after the broken one'));
+    await until(() => received.some((e) => e.text === 'after the broken one'));
+    await until(() => api.unacknowledged().length === 0);
+  });
 });
 
 describe('sending', () => {
@@ -85,6 +104,20 @@ describe('sending', () => {
     expect(plain.body.parse_mode).toBeUndefined();
     expect(plain.body.text).toBe('Some **bold** text');
     expect(plain.body.text).not.toMatch(/<\/?b>/);
+  });
+
+  it('sends a reply thousands of quote levels deep (too deep for the Markdown parser) as text, in order, nothing dropped', async () => {
+    const paragraphs = Array.from({ length: 30 }, (_, i) => `Paragraph ${i} after the quote.`);
+    const text = ['Before the quote.', `${'> '.repeat(5000)}deep inside`, ...paragraphs].join('\n\n');
+    expect(text.length).toBeGreaterThan(10_000);
+    const sent = await connector.send({ chat: '7', text });
+    const parts = api.callsOf('sendMessage').map((c) => c.body.text as string);
+    expect(sent.ids).toHaveLength(parts.length);
+    expect(parts.every((p) => p.length > 0 && p.length <= 4096)).toBe(true);
+    const words = parts.join('\n').replace(/<[^>]+>|&gt;|>/g, ' ');
+    const order = ['Before the quote.', 'deep inside', ...paragraphs].map((w) => words.indexOf(w));
+    expect(order.every((at) => at >= 0)).toBe(true);
+    expect(order).toEqual([...order].sort((a, b) => a - b));
   });
 
   it('waits out a 429 with its retry_after and sends once', async () => {

@@ -15,6 +15,12 @@ export interface FakeTelegram {
   calls: BotApiCall[];
   /** Updates handed out by the next getUpdates calls (each batch once, whatever the offset). */
   pushUpdates(...updates: unknown[]): void;
+  /** Updates handed out again and again, as Telegram does, until a getUpdates offset acknowledges them. */
+  queueUpdates(...updates: { update_id: number }[]): void;
+  /** Updates queued and not yet acknowledged. */
+  unacknowledged(): number[];
+  /** What downloading a file gives: its bytes, and a promise the download waits for (a slow file). */
+  serveFile(fileId: string, file: { bytes?: string | Buffer; until?: Promise<unknown> }): void;
   /** The next `times` calls of `method` get this reply instead of the default. */
   failNext(method: string, reply: Reply, times?: number): void;
   callsOf(method: string): BotApiCall[];
@@ -62,13 +68,18 @@ async function readBody(req: IncomingMessage): Promise<Record<string, any>> {
 export async function startFakeTelegram(): Promise<FakeTelegram> {
   const calls: BotApiCall[] = [];
   const batches: unknown[][] = [];
+  let queued: { update_id: number }[] = [];
+  const files = new Map<string, { bytes?: string | Buffer; until?: Promise<unknown> }>();
+  const fileBytes = (fileId: string) => Buffer.from(files.get(fileId)?.bytes ?? 'fake file bytes');
   const failures = new Map<string, Reply[]>();
   let messageId = 100;
   const server = createServer(async (req, res) => {
     if (req.url?.startsWith('/file/')) {
       calls.push({ method: 'file', body: { path: req.url } });
+      const fileId = decodeURIComponent(/\/files\/([^/]+)\.jpg$/.exec(req.url)?.[1] ?? '');
+      await files.get(fileId)?.until;
       res.writeHead(200, { 'content-type': 'application/octet-stream' });
-      return res.end(Buffer.from('fake file bytes'));
+      return res.end(fileBytes(fileId));
     }
     const method = (req.url ?? '').split('/').pop()!.split('?')[0];
     const body = await readBody(req);
@@ -78,13 +89,15 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     if (scripted) reply = scripted;
     else if (method === 'getMe') reply = { ok: true, result: { id: 4242, is_bot: true, first_name: 'Parlor', username: 'parlor_test_bot' } };
     else if (method === 'getUpdates') {
-      reply = { ok: true, result: batches.shift() ?? [] };
+      const offset = Number(body.offset ?? 0);
+      queued = queued.filter((u) => u.update_id >= offset);
+      reply = { ok: true, result: batches.shift() ?? queued };
     } else if (method === 'sendPhoto' || method === 'sendDocument') {
       reply = { ok: true, result: { message_id: ++messageId, date: 0, chat: { id: Number(body.chat_id), type: 'private' }, caption: body.caption } };
     } else if (method === 'sendMessage') {
       reply = { ok: true, result: { message_id: ++messageId, date: 0, chat: { id: Number(body.chat_id), type: 'private' }, text: body.text } };
     } else if (method === 'getFile') {
-      reply = { ok: true, result: { file_id: body.file_id, file_unique_id: 'u', file_size: 15, file_path: `files/${body.file_id}.jpg` } };
+      reply = { ok: true, result: { file_id: body.file_id, file_unique_id: 'u', file_size: fileBytes(body.file_id).length, file_path: `files/${encodeURIComponent(body.file_id)}.jpg` } };
     } else reply = { ok: true, result: true };
     res.writeHead(reply.ok ? 200 : reply.error_code, { 'content-type': 'application/json' });
     res.end(JSON.stringify(reply));
@@ -95,6 +108,9 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     apiRoot: `http://127.0.0.1:${port}`,
     calls,
     pushUpdates: (...updates) => void batches.push(updates),
+    queueUpdates: (...updates) => void queued.push(...updates),
+    unacknowledged: () => queued.map((u) => u.update_id),
+    serveFile: (fileId, file) => void files.set(fileId, file),
     failNext(method, reply, times = 1) {
       failures.set(method, [...(failures.get(method) ?? []), ...Array.from({ length: times }, () => reply)]);
     },

@@ -1,0 +1,68 @@
+// Long polling against a Bot API that answers at once with nothing: many empty polls must leave nothing behind.
+import { getEventListeners } from 'node:events';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTelegramApi, createTelegramConnector } from '../../connectors/telegram/index.ts';
+import { pollUpdates } from '../../connectors/telegram/polling.ts';
+import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
+
+let api: FakeTelegram;
+const log = pino({ level: 'silent' });
+
+async function until(check: () => boolean, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+beforeAll(async () => {
+  api = await startFakeTelegram();
+});
+afterAll(async () => {
+  await api?.close();
+});
+
+describe('long polling', () => {
+  it('leaves the abort signal\'s listener count flat over many empty polls', async () => {
+    const stopper = new AbortController();
+    const counts: number[] = [];
+    const polls = api.callsOf('getUpdates').length;
+    const loop = pollUpdates({
+      api: createTelegramApi('1:x', api.apiRoot),
+      signal: stopper.signal,
+      timeoutSeconds: 0,
+      allowedUpdates: ['message'],
+      log,
+      handle: async () => {},
+      idleDelayMs: 5,
+    });
+    const sampler = setInterval(() => counts.push(getEventListeners(stopper.signal, 'abort').length), 10);
+    await until(() => api.callsOf('getUpdates').length - polls >= 60);
+    clearInterval(sampler);
+    stopper.abort();
+    await loop;
+    // One listener at most at any moment: the pending getUpdates call's, or the pause's.
+    expect(Math.max(...counts)).toBeLessThanOrEqual(1);
+    expect(getEventListeners(stopper.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('raises no MaxListenersExceededWarning while the connector polls an empty queue', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => void warnings.push(w);
+    process.on('warning', onWarning);
+    const connector = createTelegramConnector({ token: '1:x', apiRoot: api.apiRoot, log, pollTimeoutSeconds: 0 });
+    try {
+      const polls = api.callsOf('getUpdates').length;
+      await connector.start(async () => ({ status: 'queued' }));
+      // Each empty answer is followed by a short pause; 15 of them used to leave 15 listeners on the signal.
+      await until(() => api.callsOf('getUpdates').length - polls >= 15);
+      await connector.stop();
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+  });
+});
