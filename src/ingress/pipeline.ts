@@ -1,6 +1,5 @@
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
@@ -12,9 +11,13 @@ import { claimSenderNotice } from '#src/db/sender-notices.ts';
 import type { JobSystem } from '#src/jobs/boss.ts';
 import type { Delivery } from '#src/agent/delivery.ts';
 import type { Questions } from '#src/questions/service.ts';
+import { inboundUserMessage } from './attachment-text.ts';
 import { parseControlCommand } from './commands.ts';
 import type { CommandHandler } from './control.ts';
-import { routeInbound, userMessageText } from './routing.ts';
+import { createDeadLetters } from './dead-letters.ts';
+import { createAttachmentDownloads } from './downloads.ts';
+import { routeInbound } from './routing.ts';
+import { sanitizeEvent } from './sanitize.ts';
 
 export interface IngressDeps {
   database: Database;
@@ -23,10 +26,12 @@ export interface IngressDeps {
   delivery: Delivery;
   commands: CommandHandler;
   log: Logger;
-  /** Connectors running here, for downloading attachments. */
+  /** Connectors running here, for downloading attachments (after the commit, see downloads.ts). */
   connectors?: ReadonlyMap<string, Connector>;
   /** Attachments larger than this are recorded but not downloaded. */
   maxDownloadBytes?: number;
+  /** The most a persona's workspace/uploads may hold (default 500 MB); past it, files are not downloaded. */
+  uploadCapBytes?: number;
   /** Button clicks and typed answers go straight to the questions module; they never queue behind a turn. */
   questions?: Pick<Questions, 'handleClick' | 'answerTyped'>;
 }
@@ -57,29 +62,21 @@ async function onFirstDelivery<T>(
 const REACTION_MEMORY_DAYS = 7;
 
 /**
- * The inbound pipeline: dedupe → clicks → route and authorize → control commands → persist the message and
- * enqueue its turn in one transaction. The connector acknowledges the platform only after this resolves.
+ * The inbound pipeline: sanitize → clicks → route and authorize → control commands → dedupe, persist the message
+ * and enqueue its turn in one transaction → fetch its attachments in the background. The connector acknowledges
+ * the platform only after this resolves; an event that keeps failing to store is dead-lettered instead.
  */
 export function createIngress(deps: IngressDeps) {
   const { db } = deps.database;
 
-  /** Files under the size cap are saved in the persona's workspace/uploads, so its tools can read them. */
-  async function download(event: InboundEvent, persona: Persona, log: Logger) {
-    const connector = deps.connectors?.get(event.connector);
-    const cap = deps.maxDownloadBytes ?? 20 * 1024 * 1024;
-    return Promise.all(
-      (event.attachments ?? []).map(async (attachment) => {
-        if (!connector?.download || !attachment.fileId || (attachment.size ?? 0) > cap) return attachment;
-        try {
-          const saved = await connector.download(attachment, path.join(persona.workspace, 'uploads'));
-          return { ...attachment, path: path.relative(persona.workspace, saved) };
-        } catch (err) {
-          log.warn({ err, attachment: attachment.name ?? attachment.type }, 'attachment could not be downloaded');
-          return attachment;
-        }
-      }),
-    );
-  }
+  const downloads = createAttachmentDownloads({
+    database: deps.database,
+    connectors: deps.connectors,
+    log: deps.log,
+    maxFileBytes: deps.maxDownloadBytes,
+    uploadCapBytes: deps.uploadCapBytes,
+  });
+  const onStoreFailure = createDeadLetters({ db, log: deps.log });
 
   /**
    * A reaction to one of the persona's recent messages goes into the transcript (the next turn sees it) without
@@ -112,7 +109,7 @@ export function createIngress(deps: IngressDeps) {
     return { status: 'ignored', conversationId };
   }
 
-  async function handle(event: InboundEvent): Promise<IngressResult> {
+  async function accept(event: InboundEvent): Promise<IngressResult> {
     const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
     if (event.kind === 'click') {
       return deps.questions ? deps.questions.handleClick(event) : { status: 'click', notice: 'This button is no longer active.' };
@@ -165,7 +162,8 @@ export function createIngress(deps: IngressDeps) {
       const answered = await deps.questions.answerTyped(event, deps.connectors?.get(event.connector)?.capabilities.buttons ?? true);
       if (answered) return answered;
     }
-    if (event.attachments?.length) event = { ...event, attachments: await download(event, persona, log) };
+    // Files are fetched once the message is committed (see below), never while the platform waits for an answer.
+    const attachments = downloads.prepare(event.connector, event.attachments ?? []);
     const queued = await onFirstDelivery(db, event, async (tx) => {
       await ensureConversation(tx, {
         id: conversationId,
@@ -176,7 +174,7 @@ export function createIngress(deps: IngressDeps) {
       });
       await insertMessage(tx, {
         conversationId,
-        message: { role: 'user', content: userMessageText(event), ...(event.attachments?.length ? { attachments: event.attachments } : {}) },
+        message: inboundUserMessage(event, attachments),
         sender: `${event.connector}:${event.sender.id}`,
         externalId: event.messageId,
       });
@@ -199,10 +197,26 @@ export function createIngress(deps: IngressDeps) {
       return true;
     });
     if (!queued) return { status: 'duplicate', conversationId };
+    downloads.start(conversationId, persona, event.connector, attachments);
     log.debug({ conversation: conversationId }, 'message queued');
     return { status: 'queued', conversationId };
   }
 
-  return { handle };
+  return {
+    /**
+     * Every string of the event is made storable first (platforms pass NUL and broken UTF-16 through); an event
+     * that still cannot be stored is retried by its platform a few times, then dead-lettered.
+     */
+    async handle(event: InboundEvent): Promise<IngressResult> {
+      const clean = sanitizeEvent(event);
+      try {
+        return await accept(clean);
+      } catch (err) {
+        return onStoreFailure(clean, err, event);
+      }
+    },
+    /** Starts no more downloads and lets running ones finish for a moment (the turns settle the rest). */
+    stop: () => downloads.stop(),
+  };
 }
 

@@ -19,10 +19,29 @@ let app: App;
 let personasDir: string;
 
 const user = { id: 7, is_bot: false, first_name: 'Ana' };
+const ben = { id: 8, is_bot: false, first_name: 'Ben' };
 const dm = (updateId: number, text: string, edited = false) => ({
   update_id: updateId,
   [edited ? 'edited_message' : 'message']: { message_id: 500 + updateId, date: 0, chat: { id: 7, type: 'private' }, from: user, text },
 });
+const benSays = (updateId: number, text: string) => ({
+  update_id: updateId,
+  message: { message_id: 500 + updateId, date: 0, chat: { id: 8, type: 'private' }, from: ben, text },
+});
+const documentFrom = (updateId: number, fileId: string, fileName: string, caption: string) => ({
+  update_id: updateId,
+  message: {
+    message_id: 500 + updateId,
+    date: 0,
+    chat: { id: 7, type: 'private' },
+    from: user,
+    caption,
+    document: { file_id: fileId, file_unique_id: `u${updateId}`, file_name: fileName, mime_type: 'application/pdf', file_size: 15 },
+  },
+});
+const sentTo = (chat: string) => api.callsOf('sendMessage').filter((c) => String(c.body.chat_id) === chat);
+/** Error lines the app logged. */
+const errors: string[] = [];
 
 async function until(check: () => boolean, timeoutMs = 8000) {
   const deadline = Date.now() + timeoutMs;
@@ -36,7 +55,7 @@ beforeAll(async () => {
   api = await startFakeTelegram();
   fake = await startFakeLlm();
   db = await createTestDatabase();
-  personasDir = await writePersonas({ tg: { connectors: { users: ['telegram:7'] } } });
+  personasDir = await writePersonas({ tg: { connectors: { users: ['telegram:7', 'telegram:8'] } } });
   const settings = parseSettings({
     DATABASE_URL: db.url,
     LLM_BASE_URL: fake.openaiBaseUrl,
@@ -45,7 +64,7 @@ beforeAll(async () => {
     TELEGRAM_BOT_TOKEN: '1:x',
     TELEGRAM_API_ROOT: api.apiRoot,
   });
-  const log = pino({ level: 'silent' });
+  const log = pino({ level: 'error' }, { write: (line: string) => void errors.push(line) });
   app = await startApp({ settings, log, connectors: () => [createTelegramConnector({ token: '1:x', apiRoot: api.apiRoot, log, pollTimeoutSeconds: 0 })] });
 });
 afterAll(async () => {
@@ -57,6 +76,7 @@ afterAll(async () => {
 beforeEach(() => {
   fake.reset();
   api.calls.length = 0;
+  errors.length = 0;
 });
 
 describe('Telegram through the pipeline', () => {
@@ -76,7 +96,8 @@ describe('Telegram through the pipeline', () => {
     expect(fake.requests[0].lastUserText).toBe('(edited) meet at 5');
   });
 
-  it('downloads a photo into the persona\'s workspace and tells the model where it is', async () => {
+  it('downloads a photo into the persona\'s workspace and tells the model where it is, even when the download is slower than the turn', async () => {
+    api.serveFile('AgACAgQAAxkBAAIBcd', { until: new Promise((r) => setTimeout(r, 700)) });
     api.pushUpdates({
       update_id: 43,
       message: {
@@ -95,7 +116,33 @@ describe('Telegram through the pipeline', () => {
     const [row] = (await app.database.db.execute(
       sql`select content->'attachments' as attachments from messages where content->>'content' like 'what is this?%'`,
     )) as unknown as { attachments: unknown[] }[];
-    expect(row.attachments).toEqual([{ type: 'photo', fileId: 'AgACAgQAAxkBAAIBcd', size: 15, path: 'uploads/photo-kBAAIBcd.jpg' }]);
+    expect(row.attachments).toEqual([{ type: 'photo', fileId: 'AgACAgQAAxkBAAIBcd', size: 15, downloadId: expect.any(String), path: 'uploads/photo-kBAAIBcd.jpg' }]);
+  });
+
+  it('downloads the file of an update delivered twice once', async () => {
+    const update = documentFrom(49, 'BQACAgQAAxkBAAIBdup1', 'twice.pdf', 'only one copy');
+    api.pushUpdates(update);
+    api.pushUpdates(update);
+    await until(() => api.callsOf('sendMessage').length === 1);
+    await app.waitForIdle('tg:telegram:7');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(api.callsOf('getFile')).toHaveLength(1);
+    expect(api.callsOf('file')).toHaveLength(1);
+  });
+
+  it('does not hold up another chat\'s message while a large file downloads slowly', async () => {
+    let release!: () => void;
+    api.serveFile('BQACAgQAAxkBAAIBslow', { until: new Promise<void>((r) => (release = r)) });
+    try {
+      api.pushUpdates(documentFrom(50, 'BQACAgQAAxkBAAIBslow', 'huge.pdf', 'a big one'), benSays(51, 'not stuck behind the file'));
+      await until(() => sentTo('8').length === 1, 4000);
+      expect(sentTo('8')[0].body.text).toBe('echo: not stuck behind the file');
+    } finally {
+      release();
+    }
+    await until(() => sentTo('7').length === 1);
+    expect(sentTo('7')[0].body.text).toMatch(/^echo: a big one\n\[attachment: document \(huge\.pdf, application\/pdf, 15 bytes, saved at uploads\/huge-AAIBslow\.pdf\)\]$/);
+    await app.waitForIdle('tg:telegram:7');
   });
 
   it('lets the persona react to the message it is answering', async () => {
@@ -136,5 +183,53 @@ describe('Telegram through the pipeline', () => {
     await until(() => api.callsOf('sendMessage').length === 1);
     expect(api.callsOf('sendChatAction').length).toBeGreaterThan(0);
     expect(api.callsOf('sendChatAction')[0].body).toMatchObject({ chat_id: '7', action: 'typing' });
+  });
+});
+
+describe('updates that cannot be stored', () => {
+  afterAll(async () => {
+    await app.database.db.execute(sql`drop trigger if exists poison on messages`);
+  });
+
+  it('a NUL in the text or a file name is stored without it, and the message is answered', async () => {
+    api.pushUpdates(dm(70, 'nul\u0000 in the text'));
+    await until(() => api.callsOf('sendMessage').length === 1);
+    expect(api.callsOf('sendMessage')[0].body.text).toBe('echo: nul in the text');
+    await app.waitForIdle('tg:telegram:7');
+
+    api.pushUpdates(documentFrom(71, 'BQACAgQAAxkBAAIBnul1', 're\u0000port.pdf', 'see\u0000 attached'));
+    await until(() => api.callsOf('sendMessage').length === 2);
+    expect(api.callsOf('sendMessage')[1].body.text).toMatch(/^echo: see attached\n\[attachment: document \(report\.pdf, application\/pdf, 15 bytes, /);
+    const [row] = (await app.database.db.execute(
+      sql`select content->'attachments'->0->>'name' as name from messages where content->>'content' like 'see attached%'`,
+    )) as unknown as { name: string }[];
+    expect(row.name).toBe('report.pdf');
+    await app.waitForIdle('tg:telegram:7');
+  });
+
+  it('an update that fails to store is dead-lettered after 3 attempts, and messages from other chats sent after it are still answered', async () => {
+    await app.database.db.execute(sql.raw(`
+      create or replace function poison() returns trigger language plpgsql as $$
+      begin
+        if new.content->>'content' like '%poison pill%' then raise exception 'poisoned message'; end if;
+        return new;
+      end $$;
+      create trigger poison before insert on messages for each row execute function poison();`));
+    api.queueUpdates(dm(80, 'a poison pill'), benSays(81, 'hello from another chat'));
+    await until(() => sentTo('8').length === 1, 15_000);
+    expect(sentTo('8')[0].body.text).toBe('echo: hello from another chat');
+    expect(sentTo('7')).toHaveLength(0);
+
+    const [failure] = (await app.database.db.execute(
+      sql`select attempts, dead_lettered, last_error, raw from inbound_failures where connector = 'telegram' and external_id = '80'`,
+    )) as unknown as { attempts: number; dead_lettered: boolean; last_error: string; raw: string }[];
+    expect(failure).toMatchObject({ attempts: 3, dead_lettered: true });
+    expect(failure.last_error).toContain('poisoned message');
+    expect(JSON.parse(failure.raw)).toMatchObject({ connector: 'telegram', externalId: '80', text: 'a poison pill' });
+    const deadLetter = errors.map((line) => JSON.parse(line)).find((entry) => /dead-lettered/.test(entry.msg));
+    expect(deadLetter).toMatchObject({ event: '80', connector: 'telegram', err: { message: expect.stringContaining('poisoned message') } });
+    // Acknowledged: Telegram is no longer asked for it.
+    await until(() => api.unacknowledged().length === 0);
+    await app.waitForIdle('tg:telegram:8');
   });
 });

@@ -78,4 +78,30 @@ describe('Telegram webhook mode', () => {
     await app.waitForIdle('tg:telegram:7');
     expect(api.callsOf('sendMessage')).toHaveLength(1);
   });
+
+  it('answers 500 to an update that cannot be stored, so Telegram retries it, and 200 once it is dead-lettered on the third try', async () => {
+    await app.database.db.execute(sql.raw(`
+      create or replace function poison() returns trigger language plpgsql as $$
+      begin
+        if new.content->>'content' like '%poison pill%' then raise exception 'poisoned message'; end if;
+        return new;
+      end $$;
+      create trigger poison before insert on messages for each row execute function poison();`));
+    try {
+      const statuses: number[] = [];
+      for (let i = 0; i < 4; i++) statuses.push((await post(update(20, 'a poison pill'), webhookSecret(TOKEN))).status);
+      expect(statuses).toEqual([500, 500, 200, 200]);
+      const [failure] = (await app.database.db.execute(
+        sql`select attempts, dead_lettered, last_error from inbound_failures where connector = 'telegram' and external_id = '20'`,
+      )) as unknown as { attempts: number; dead_lettered: boolean; last_error: string }[];
+      expect(failure).toMatchObject({ attempts: 4, dead_lettered: true });
+      expect(failure.last_error).toContain('poisoned message');
+    } finally {
+      await app.database.db.execute(sql`drop trigger if exists poison on messages`);
+    }
+    // A NUL no longer breaks the insert: stored without it, and answered.
+    expect((await post(update(21, 'with a nul\u0000 inside'), webhookSecret(TOKEN))).status).toBe(200);
+    await app.waitForIdle('tg:telegram:7');
+    expect(api.callsOf('sendMessage').map((c) => c.body.text)).toContain('echo: with a nul inside');
+  });
 });

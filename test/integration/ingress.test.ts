@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { startHarness, type Harness } from '../support/harness.ts';
 
@@ -143,5 +143,53 @@ describe('control commands', () => {
     const contents = h.fake.requests[1].body.messages.map((m: { content: string }) => m.content).join('\n');
     expect(contents).toContain('what word?');
     expect(contents).not.toContain('banana');
+  });
+});
+
+describe('events that cannot be stored', () => {
+  const trigger = (condition: string, raise: string) =>
+    h.query(
+      sql.raw(`
+      create or replace function refuse_some() returns trigger language plpgsql as $$
+      begin
+        if ${condition} then ${raise}; end if;
+        return new;
+      end $$;
+      create or replace trigger refuse_some before insert on messages for each row execute function refuse_some();`),
+    );
+  afterEach(async () => {
+    await h.query(sql`drop trigger if exists refuse_some on messages`);
+  });
+
+  it('are refused twice (so the platform delivers them again) and dead-lettered on the third try, kept raw', async () => {
+    await trigger(`new.content->>'content' like '%poison%'`, `raise exception 'poisoned message'`);
+    const event = { text: 'poison \u0000 and a lone \ud800', externalId: 'poison-1' };
+    await expect(h.chat.inject(event)).rejects.toThrow();
+    await expect(h.chat.inject(event)).rejects.toThrow();
+    expect(await h.chat.inject(event)).toEqual({ status: 'ignored' });
+    const [row] = await rows<{ attempts: number; dead_lettered: boolean; last_error: string; raw: string }>(
+      sql`select attempts, dead_lettered, last_error, raw from inbound_failures where connector = 'chat' and external_id = 'poison-1'`,
+    );
+    expect(row).toMatchObject({ attempts: 3, dead_lettered: true, last_error: 'P0001: poisoned message' });
+    // The raw event as it arrived, NUL and broken surrogate included, escaped so it could be stored.
+    expect(JSON.parse(row.raw).text).toBe('poison \u0000 and a lone \ud800');
+    // Messages after it go through.
+    await h.chat.inject({ text: 'and the next one' });
+    const [reply] = await h.chat.waitForSent(1);
+    expect(reply.text).toBe('echo: and the next one');
+  });
+
+  it('are never dead-lettered for a failure of the database itself (a deadlock, a lost connection)', async () => {
+    await trigger(`new.content->>'content' like '%unlucky%'`, `raise exception 'deadlock detected' using errcode = '40P01'`);
+    for (let i = 0; i < 4; i++) await expect(h.chat.inject({ text: 'unlucky timing', externalId: 'transient-1' })).rejects.toThrow();
+    const failures = await rows<{ n: number }>(sql`select count(*)::int as n from inbound_failures where external_id = 'transient-1'`);
+    expect(failures[0].n).toBe(0);
+  });
+
+  it('store NUL-free, well-formed text and answer it', async () => {
+    await h.chat.inject({ text: 'a nul\u0000 and a lone \udc00 surrogate', sender: { id: 'u1', name: 'A\u0000na' } });
+    const [reply] = await h.chat.waitForSent(1);
+    expect(reply.text).toBe('echo: a nul and a lone \ufffd surrogate');
+    await h.app.waitForIdle('testy:chat:u1');
   });
 });
