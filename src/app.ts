@@ -2,8 +2,8 @@
 import type { Logger } from 'pino';
 import { createBuiltinTools } from '#tools/index.ts';
 import type { Connector } from '#src/connector.ts';
-import { requireModel, settingSecrets, type Settings } from '#src/config/env.ts';
-import { loadPersonas, type Persona } from '#src/config/persona.ts';
+import { PLATFORM_CONNECTORS, requireModel, settingSecrets, type Settings } from '#src/config/env.ts';
+import { checkPersonaConnectors, loadPersonas, type Persona } from '#src/config/persona.ts';
 import { connectDatabase, migrateDatabase, type Database } from '#src/db/client.ts';
 import { conversationIsIdle } from '#src/db/conversations.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '#src/db/embedded-postgres.ts';
@@ -83,6 +83,10 @@ export async function startApp(options: AppOptions): Promise<App> {
   const personas = loadPersonas(settings.personasDir);
   const toolList = options.tools ?? createBuiltinTools({ timezone: settings.timezone });
   checkToolPolicies(personas, toolList.map((t) => t.name));
+  // The names the personas use must be connectors Parlor has (or that run elsewhere in this deployment).
+  const given = (await options.connectors?.({ settings, personas })) ?? [];
+  const namable = ['terminal', ...PLATFORM_CONNECTORS, ...(options.remoteConnectors ?? []), ...given.map((c) => c.id)];
+  for (const persona of personas) checkPersonaConnectors(persona, namable);
 
   let embedded: EmbeddedPostgres | undefined;
   let url = settings.databaseUrl;
@@ -103,7 +107,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     cleanups.push(() => jobs.stop({ timeoutMs: 3000 }));
 
     const connectors = new Map<string, Connector>();
-    for (const c of (await options.connectors?.({ settings, personas })) ?? []) connectors.set(c.id, c);
+    for (const c of given) connectors.set(c.id, c);
     const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...(options.remoteConnectors ?? []), ...connectors.keys()])];
     const delivery = createDelivery({ db: database.db, sql: database.sql, session: database.applicationName, connectors, knownConnectors, log });
     cleanups.push(() => delivery.stop());

@@ -1,4 +1,4 @@
-import { requireModel, type Settings } from '#src/config/env.ts';
+import { PLATFORM_CONNECTORS, requireModel, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { loadPersonas } from '#src/config/persona.ts';
 import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
@@ -18,7 +18,7 @@ export async function runDoctor(settings: Settings, out: NodeJS.WritableStream, 
     {
       name: 'personas',
       run: async () => {
-        const personas = loadPersonas(settings.personasDir);
+        const personas = loadPersonas(settings.personasDir, { connectors: ['terminal', ...PLATFORM_CONNECTORS] });
         if (options.toolNames) checkToolPolicies(personas, options.toolNames);
         return `${personas.length} in ${settings.personasDir}: ${personas.map((p) => p.name).join(', ')}`;
       },

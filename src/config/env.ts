@@ -5,6 +5,9 @@ import { ConfigError } from './errors.ts';
 
 export type LlmProvider = 'openai' | 'anthropic';
 
+/** Every platform connector Parlor has, whether or not its token is set. */
+export const PLATFORM_CONNECTORS = ['telegram', 'discord', 'slack'] as const;
+
 export interface LlmSettings {
   provider: LlmProvider;
   baseUrl?: string;

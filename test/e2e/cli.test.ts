@@ -111,7 +111,7 @@ describe('configuration errors', () => {
   });
 
   it('a tool name typo in approve or deny stops start-up (and fails doctor) naming the file, the path and the nearest tool', async () => {
-    const dir = await writePersonas({ typo: { ...TEST_PERSONA, tools: { deny: ['react'], approve: ['shell-exec'] } } });
+    const dir = await writePersonas({ typo: { connectors: { users: ['telegram:1'] }, tools: { deny: ['react'], approve: ['shell-exec'] } } });
     const file = path.join(dir, 'typo', 'tools.jsonc');
     const result = await parlor(['start'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
     expect(result.exitCode).toBe(2);
@@ -119,7 +119,7 @@ describe('configuration errors', () => {
     const doctor = await parlor(['doctor'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
     expect(doctor.exitCode).toBe(1);
     expect(doctor.stdout).toContain(`✗ personas: ${file}: /approve/0 "shell-exec" is not a tool (did you mean "shell_exec"?)`);
-    const denyTypo = await writePersonas({ typo: { ...TEST_PERSONA, tools: { deny: ['send_mesage'] } } });
+    const denyTypo = await writePersonas({ typo: { connectors: { users: ['telegram:1'] }, tools: { deny: ['send_mesage'] } } });
     const denied = await parlor(['start'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: denyTypo });
     expect(denied.exitCode).toBe(2);
     expect(denied.stderr).toContain('/deny/0 "send_mesage" is not a tool (did you mean "send_message"?)');
