@@ -15,6 +15,7 @@ import { startMaintenance } from '#src/jobs/maintenance.ts';
 import { createScheduler, type Scheduler } from '#src/jobs/scheduler.ts';
 import { startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
 import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
+import { awaitAttachmentDownloads } from '#src/ingress/downloads.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, withModelRetries } from '#src/llm/index.ts';
 import type { ModelClient } from '#src/llm/types.ts';
@@ -137,6 +138,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       history: options.history,
       questions,
       scheduler,
+      awaitDownloads: (conversationId, turnId, signal) => awaitAttachmentDownloads(database.db, conversationId, turnId, undefined, signal),
     });
     const commands = createCommandHandler({
       db: database.db,
@@ -145,6 +147,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       cancelLocal: (turnId) => runner.cancel(turnId),
     });
     const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions });
+    cleanups.push(() => ingress.stop());
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
     let workers: TurnWorkers | undefined;

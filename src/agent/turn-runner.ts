@@ -37,6 +37,8 @@ export interface TurnRunnerDeps {
   questions?: Pick<Questions, 'remoteMethod' | 'ask'>;
   /** Wake-ups, reminders and schedules for the tools. */
   scheduler?: Pick<Scheduler, 'forTurn'>;
+  /** Resolves once the files of the messages this turn reads are saved (or given up on), so the model sees them. */
+  awaitDownloads?: (conversationId: string, turnId: string, signal: AbortSignal) => Promise<void>;
 }
 
 export interface TurnJob {
@@ -193,6 +195,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   async function execute(job: TurnJob, persona: Persona, started: StartedTurn, signal: AbortSignal, log: Logger): Promise<LoopResult> {
     const { data } = job;
     const { turnId, conversation } = started;
+    if (data.kind === 'user') await deps.awaitDownloads?.(data.conversationId, turnId, signal);
     const history = await loadHistoryWindow(db, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
     const offered = deps.tools.toolsFor(persona, data.kind);
     const ctx: ToolContext = {
@@ -254,7 +257,10 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       signal,
       drainInbox:
         data.kind === 'user'
-          ? () => claimArrivedMessages(db, data.conversationId, turnId)
+          ? async () => {
+              await deps.awaitDownloads?.(data.conversationId, turnId, signal);
+              return claimArrivedMessages(db, data.conversationId, turnId);
+            }
           : undefined,
       onEvent: async (event) => {
         if (event.type === 'message' && !event.fromInbox) {

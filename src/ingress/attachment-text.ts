@@ -29,7 +29,7 @@ export function attachmentLine(a: StoredAttachment): string {
 
 /** The stored user message for an inbound event: its text, then one line per attachment. */
 export function inboundUserMessage(event: InboundEvent, attachments: readonly StoredAttachment[]): UserMessage {
-  const text = userMessageText({ ...event, attachments: undefined });
+  const text = userMessageText(event);
   if (attachments.length === 0) return { role: 'user', content: text };
   return { role: 'user', content: [text, ...attachments.map(attachmentLine)].join('\n'), attachments: attachments as UserMessage['attachments'] };
 }

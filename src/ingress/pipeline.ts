@@ -190,6 +190,7 @@ export function createIngress(deps: IngressDeps) {
             messageId: event.messageId,
             chatType: event.chat.type,
             sender: `${event.connector}:${event.sender.id}`,
+            ...(event.trusted ? { trusted: true } : {}),
           },
         },
         tx,

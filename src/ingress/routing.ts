@@ -47,21 +47,13 @@ export function routeInbound(personas: readonly Persona[], event: InboundEvent):
   return conversation(owner.persona);
 }
 
-/** The text the model sees for an inbound message: who said it in a group, edits and attachments marked. */
+/** The text the model sees for an inbound message: who said it in a group, and edits marked (attachments follow it). */
 export function userMessageText(event: InboundEvent): string {
-  const parts: string[] = [];
   let text = event.text;
   if (event.kind === 'edit') text = `(edited) ${text}`;
   if (event.chat.type === 'group') {
     const who = event.sender.name ?? event.sender.username ?? event.sender.id;
     text = `[${who} (${event.connector}:${event.sender.id})] ${text}`;
   }
-  parts.push(text);
-  for (const a of event.attachments ?? []) {
-    const details = [a.name, a.mimeType, a.size !== undefined ? `${a.size} bytes` : undefined, a.path ? `saved at ${a.path}` : 'not downloaded']
-      .filter(Boolean)
-      .join(', ');
-    parts.push(`[attachment: ${a.type}${details ? ` (${details})` : ''}]`);
-  }
-  return parts.join('\n');
+  return text;
 }

@@ -6,6 +6,7 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { pruneFreshCronConversations } from '#src/db/conversations.ts';
 import { pruneInboundEvents } from '#src/db/inbound-events.ts';
+import { pruneInboundFailures } from '#src/db/inbound-failures.ts';
 import { orphanedOutboundIds, pruneOutbound, requeueOrphanedOutbound } from '#src/db/outbound-messages.ts';
 import { pruneQuestions } from '#src/db/questions.ts';
 import { pruneReminders } from '#src/db/reminders.ts';
@@ -86,6 +87,7 @@ export function startMaintenance(deps: {
       suspects = new Set(orphaned);
       if (requeued) deps.log.warn({ count: requeued }, 'messages whose sender stopped before the platform confirmed them are sent again');
       await pruneInboundEvents(db, new Date(Date.now() - INBOUND_RETENTION_MS));
+      await pruneInboundFailures(db, new Date(Date.now() - INBOUND_RETENTION_MS));
       await pruneOutbound(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneReminders(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneQuestions(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));

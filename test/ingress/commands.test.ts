@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseControlCommand } from '../../src/ingress/commands.ts';
 import { routeInbound, userMessageText } from '../../src/ingress/routing.ts';
+import { inboundUserMessage } from '../../src/ingress/attachment-text.ts';
 import type { InboundEvent } from '../../src/connector.ts';
 import { makePersona } from '../support/persona.ts';
 
@@ -66,14 +67,11 @@ describe('routeInbound', () => {
   });
 
   it('tells the model who spoke in a group, that a message was edited, and what was attached', () => {
-    const text = userMessageText(
-      event({
-        kind: 'edit',
-        chat: { id: '-100', type: 'group' },
-        text: 'new plan',
-        attachments: [{ type: 'photo', name: 'map.jpg', size: 2048, path: 'uploads/map.jpg' }],
-      }),
+    const edited = event({ kind: 'edit', chat: { id: '-100', type: 'group' }, text: 'new plan' });
+    const attachments = [{ type: 'photo' as const, name: 'map.jpg', size: 2048, path: 'uploads/map.jpg' }];
+    expect(userMessageText(edited)).toBe('[Ana (telegram:42)] (edited) new plan');
+    expect(inboundUserMessage(edited, attachments).content).toBe(
+      '[Ana (telegram:42)] (edited) new plan\n[attachment: photo (map.jpg, 2048 bytes, saved at uploads/map.jpg)]',
     );
-    expect(text).toBe('[Ana (telegram:42)] (edited) new plan\n[attachment: photo (map.jpg, 2048 bytes, saved at uploads/map.jpg)]');
   });
 });
