@@ -7,11 +7,14 @@ import { createRemindTool } from './remind.ts';
 import { createReplyToOriginTool } from './reply-to-origin.ts';
 import { createScheduleWakeupTool } from './schedule-wakeup.ts';
 import { createSendMessageTool } from './send-message.ts';
-import { createShellExecTool } from './shell-exec.ts';
+import { createShellExecTool, type ShellExecOptions } from './shell-exec.ts';
 import { createThinkHarderTool } from './think-harder.ts';
 
-/** The built-in tool set. Each tool is a factory that receives what it needs. */
-export function createBuiltinTools(deps: { timezone: string }): Tool[] {
+/**
+ * The built-in tool set. Each tool is a factory that receives what it needs. `shellSandbox.hide` names what no
+ * command may see even under a folder the sandbox shows: Parlor's home, the personas folder, the `.env` file.
+ */
+export function createBuiltinTools(deps: { timezone: string; shellSandbox?: ShellExecOptions['sandbox'] }): Tool[] {
   return [
     createEndTaskTool(),
     createClockTool({ timezone: deps.timezone }),
@@ -19,7 +22,7 @@ export function createBuiltinTools(deps: { timezone: string }): Tool[] {
     createThinkHarderTool(),
     createReactTool(),
     createAskUserTool(),
-    createShellExecTool(),
+    createShellExecTool({ sandbox: deps.shellSandbox }),
     createScheduleWakeupTool(),
     createRemindTool({ timezone: deps.timezone }),
     createReplyToOriginTool(),

@@ -2,61 +2,46 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { shellSandboxStatus } from '../../src/tools/sandbox.ts';
 import { createShellExecTool, MAX_OUTPUT_BYTES } from '../../tools/shell-exec.ts';
 import { makePersona, makeToolContext } from '../support/persona.ts';
+import { killAll, NO_SANDBOX, processesWith, sleep, waitForProcess } from './shell-helpers.ts';
 
+// Everything here holds in the sandbox and without one; where bubblewrap works, the sandbox is what runs.
+const sandboxed = shellSandboxStatus().available;
 const shell = createShellExecTool();
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const direct = createShellExecTool({ sandbox: { status: NO_SANDBOX } });
 
 let root: string;
 let workspace: string;
 let persona: ReturnType<typeof makePersona>;
-const strays: number[] = [];
+let unsandboxedPersona: ReturnType<typeof makePersona>;
+// Each test's processes carry a marker of their own in their command line (`sleep 101.5`).
+const MARKERS = ['101.5', '102.5', '103.5', '104.5', '105.5', '106.5', '107.5'];
 
 beforeAll(() => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'parlor-shell-'));
   workspace = path.join(root, 'workspace');
   fs.mkdirSync(path.join(workspace, 'sub', 'deeper'), { recursive: true });
+  fs.mkdirSync(path.join(workspace, '..cache'));
   fs.writeFileSync(path.join(workspace, 'notes.txt'), 'hello');
   fs.mkdirSync(path.join(root, 'elsewhere'));
   fs.symlinkSync(path.join(root, 'elsewhere'), path.join(workspace, 'escape'));
-  persona = makePersona({ workspace, secrets: { GITHUB_TOKEN: 'ghp_not_really_a_token' } });
+  const secrets = { GITHUB_TOKEN: 'ghp_not_really_a_token' };
+  persona = makePersona({ workspace, secrets, tools: { shell: sandboxed ? 'sandboxed' : 'unsandboxed' } });
+  unsandboxedPersona = makePersona({ workspace, secrets, tools: { shell: 'unsandboxed' } });
 });
 afterAll(() => {
-  for (const pid of strays) {
-    try {
-      process.kill(pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
+  killAll(MARKERS);
   fs.rmSync(root, { recursive: true, force: true });
 });
 
 const run = (args: Parameters<typeof shell.run>[0], signal?: AbortSignal) => shell.run(args, makeToolContext({ persona, signal })) as Promise<string>;
-
-/** Alive and not a zombie waiting for a reaper. */
-function isRunning(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  } catch {
-    return false;
-  }
-}
-
-async function readPid(file: string): Promise<number> {
-  for (let i = 0; i < 200; i++) {
-    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim() : '';
-    if (text) return Number(text);
-    await sleep(10);
-  }
-  throw new Error(`no pid in ${file}`);
-}
+const runDirect = (args: Parameters<typeof shell.run>[0]) => direct.run(args, makeToolContext({ persona: unsandboxedPersona })) as Promise<string>;
+const modes = [
+  ['in the sandbox', (args: Parameters<typeof shell.run>[0]) => run(args)],
+  ['run directly', runDirect],
+] as const;
 
 describe('shell_exec: running commands', () => {
   it('reports the exit code and stdout and stderr merged in order', async () => {
@@ -94,42 +79,51 @@ describe('shell_exec: running commands', () => {
     expect(out).toContain(`[output truncated: ${50_000_000 + 6 - MAX_OUTPUT_BYTES} more bytes]`);
   });
 
-  it('does not wait forever for a background process that keeps the output open', async () => {
+});
+
+describe.each(modes.filter(([mode]) => sandboxed || mode === 'run directly'))('shell_exec %s: nothing outlives the command', (_mode, exec) => {
+  it('ends a background process when the command ends, without waiting for it', async () => {
     const started = Date.now();
-    const out = await run({ command: 'sleep 30 & echo $! > stray.pid; echo started' });
-    strays.push(Number(fs.readFileSync(path.join(workspace, 'stray.pid'), 'utf8')));
-    expect(out).toMatch(/^exit=0\nstarted\n\[stopped reading: a background process still held the output\]$/);
-    expect(Date.now() - started).toBeLessThan(5_000);
+    const out = await exec({ command: 'sleep 101.5 & echo started' });
+    expect(out).toBe('exit=0\nstarted');
+    expect(Date.now() - started).toBeLessThan(3_000);
+    expect(processesWith('101.5')).toEqual([]);
+  });
+
+  it('kills children that outlive a finished command, in the background or in a session of their own', async () => {
+    const marker = (name: string) => path.join(workspace, `${name}-${_mode.replace(/ /g, '-')}`);
+    const out = await exec({ command: `(sleep 2; touch '${marker('subshell')}') & setsid sh -c "sleep 2; touch '${marker('setsid')}'" & nohup sh -c "sleep 2; touch '${marker('nohup')}'" >/dev/null 2>&1 & echo left` });
+    expect(out).toBe('exit=0\nleft');
+    await sleep(3_000);
+    expect(['subshell', 'setsid', 'nohup'].filter((name) => fs.existsSync(marker(name)))).toEqual([]);
+  });
+
+  it('kills the children of a timed-out command too', async () => {
+    const marker = (name: string) => path.join(workspace, `timeout-${name}-${_mode.replace(/ /g, '-')}`);
+    const started = Date.now();
+    const out = await exec({ command: `echo begun; (sleep 2; touch '${marker('subshell')}') & setsid sh -c "sleep 2; touch '${marker('setsid')}'" & sleep 102.5`, timeout_ms: 300 });
+    expect(out).toBe('exit=timeout\nbegun\n[killed after 0.3s: timed out]');
+    expect(processesWith('102.5')).toEqual([]);
+    await sleep(3_000 - (Date.now() - started));
+    expect(['subshell', 'setsid'].filter((name) => fs.existsSync(marker(name)))).toEqual([]);
+  });
+
+  it('kills a child that ignores SIGTERM', async () => {
+    const out = await exec({ command: `sh -c 'trap "" TERM; while :; do sleep 0.1; done; : 103.5' & sleep 100`, timeout_ms: 300 });
+    expect(out).toMatch(/^exit=timeout/);
+    expect(processesWith('103.5')).toEqual([]);
   });
 });
 
 describe('shell_exec: stopping commands', () => {
-  it('kills the whole process tree on timeout', async () => {
-    const pidFile = path.join(workspace, 'timeout.pid');
-    const started = Date.now();
-    const out = await run({ command: 'echo begun; sleep 100 & echo $! > timeout.pid; sleep 100', timeout_ms: 300 });
-    expect(out).toBe('exit=timeout\nbegun\n[killed after 0.3s: timed out]');
-    expect(Date.now() - started).toBeLessThan(5_000);
-    const background = await readPid(pidFile);
-    expect(isRunning(background)).toBe(false);
-  });
-
-  it('kills a child that ignores SIGTERM', async () => {
-    const out = await run({ command: `sh -c 'trap "" TERM; echo $$ > stubborn.pid; sleep 100' & sleep 100`, timeout_ms: 300 });
-    expect(out).toMatch(/^exit=timeout/);
-    expect(isRunning(await readPid(path.join(workspace, 'stubborn.pid')))).toBe(false);
-  });
-
   it('kills the whole process tree when the turn is stopped', async () => {
-    const pidFile = path.join(workspace, 'abort.pid');
     const controller = new AbortController();
-    const pending = run({ command: 'sleep 100 & echo $! > abort.pid; sleep 100' }, controller.signal);
-    const background = await readPid(pidFile);
-    expect(isRunning(background)).toBe(true);
+    const pending = run({ command: 'sleep 104.5 & sleep 100' }, controller.signal);
+    await waitForProcess('104.5');
     controller.abort();
     const out = await pending;
     expect(out).toMatch(/^exit=cancelled\n[\s\S]*\[killed: the turn was stopped\]$/);
-    expect(isRunning(background)).toBe(false);
+    expect(processesWith('104.5')).toEqual([]);
   });
 
   it('does not start when the turn is already stopped', async () => {
@@ -180,6 +174,10 @@ describe('shell_exec: environment', () => {
 });
 
 describe('shell_exec: cwd stays in the workspace', () => {
+  it('runs in a folder whose name starts with two dots', async () => {
+    expect(await run({ command: 'pwd', cwd: '..cache' })).toBe(`exit=0\n${path.join(fs.realpathSync(workspace), '..cache')}`);
+  });
+
   it.each([
     ['..', /^error: cwd "\.\." is outside the workspace/],
     ['sub/../..', /^error: cwd "sub\/\.\.\/\.\." is outside the workspace/],
@@ -187,6 +185,7 @@ describe('shell_exec: cwd stays in the workspace', () => {
     ['escape', /^error: cwd "escape" leads outside the workspace/],
     ['missing', /^error: cwd "missing" does not exist in the workspace/],
     ['notes.txt', /^error: cwd "notes.txt" is not a folder/],
+    ['..cache/../..', /^error: cwd "\.\.cache\/\.\.\/\.\." is outside the workspace/],
   ])('refuses %s and runs nothing', async (cwd, message) => {
     const out = await run({ command: 'touch cwd-ran', cwd });
     expect(out).toMatch(message);

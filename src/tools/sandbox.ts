@@ -1,0 +1,197 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Persona } from '#src/config/persona.ts';
+import { isInside } from './workspace.ts';
+
+/**
+ * The sandbox commands run in (shell_exec today; custom and background tools later): bubblewrap with a whitelist of
+ * read-only system folders, the persona's workspace as the only writable folder, a fresh /proc in its own PID
+ * namespace (Parlor's processes and their environment are not there), a minimal /dev and a private /tmp. Parlor's
+ * home, the personas folder and its `.env` files are not in the whitelist; when they sit under a whitelisted
+ * folder anyway (a checkout in /opt), they are hidden by name. The network is kept: `curl` is a legitimate command.
+ */
+
+export interface SandboxStatus {
+  available: boolean;
+  /** The bubblewrap that works, or why none does and what to do. */
+  detail: string;
+}
+
+/** What the persona's `shell_exec` does: run in the sandbox, run directly (its owner's choice), or not exist. */
+export interface ShellAccess {
+  mode: 'sandboxed' | 'unsandboxed' | 'off';
+  /** For `parlor doctor` and start-up; absent when there is nothing to say. */
+  warning?: string;
+}
+
+export interface SandboxPaths {
+  /** The persona's workspace (a real path): bound read-write at the same path. */
+  workspace: string;
+  /** The folder to start in, inside the workspace. */
+  cwd: string;
+  /** Paths to hide even when a whitelisted folder holds them: Parlor's home, the personas folder, its `.env`. */
+  hide?: readonly string[];
+}
+
+interface Profile {
+  name: string;
+  flags: readonly string[];
+  sizedTmp: boolean;
+}
+
+// Tried in order; the first that runs is used. Without a user namespace of its own a sandbox started by root keeps
+// every capability unless told otherwise, hence `--cap-drop ALL` in both.
+const PROFILES: readonly Profile[] = [
+  { name: 'user namespace, no capabilities', flags: ['--unshare-user', '--disable-userns', '--cap-drop', 'ALL'], sizedTmp: true },
+  { name: 'no capabilities', flags: ['--cap-drop', 'ALL'], sizedTmp: false },
+];
+const SYSTEM_FOLDERS = ['/usr', '/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32', '/etc', '/opt'];
+const TMP_BYTES = 256 * 1024 * 1024;
+const TRIAL_TIMEOUT_MS = 10_000;
+
+interface Detected {
+  status: SandboxStatus;
+  bwrap?: string;
+  profile?: Profile;
+}
+
+// Whether bubblewrap works is a fact about the machine, found once per process by a trial run and kept.
+let detected: Detected | undefined;
+
+/** Whether commands can be sandboxed on this machine (found by a trial run the first time, then remembered). */
+export function shellSandboxStatus(): SandboxStatus {
+  detected ??= detect();
+  return detected.status;
+}
+
+/** The policy: the sandbox when there is one; else run directly only if the persona opted in, else no shell. */
+export function shellAccess(persona: Pick<Persona, 'name' | 'tools'>, status: SandboxStatus = shellSandboxStatus()): ShellAccess {
+  if (status.available) return { mode: 'sandboxed' };
+  if (persona.tools.deny.includes('shell_exec')) return { mode: 'off' };
+  if (persona.tools.shell === 'unsandboxed') {
+    return {
+      mode: 'unsandboxed',
+      warning: `shell_exec runs unsandboxed for persona ${persona.name} ("shell": "unsandboxed" in its tools.jsonc): ${status.detail}; its commands can read Parlor's secrets`,
+    };
+  }
+  return { mode: 'off', warning: `shell_exec is off for persona ${persona.name}: ${status.detail}, or set "shell": "unsandboxed" in its tools.jsonc` };
+}
+
+/** The program and arguments that run `argv` in the sandbox, or undefined when there is no sandbox. */
+export function sandboxedCommand(argv: readonly string[], paths: SandboxPaths): { file: string; args: string[] } | undefined {
+  detected ??= detect();
+  if (!detected.bwrap || !detected.profile) return undefined;
+  return { file: detected.bwrap, args: [...sandboxArgs(detected.profile, paths), ...argv] };
+}
+
+function detect(): Detected {
+  if (process.platform !== 'linux') return { status: { available: false, detail: 'bubblewrap, the sandbox, needs Linux' } };
+  const bwrap = findProgram('bwrap');
+  if (!bwrap) return { status: { available: false, detail: 'bubblewrap is not installed (apt install bubblewrap)' } };
+  const version = spawnSync(bwrap, ['--version'], { encoding: 'utf8', env: {}, timeout: TRIAL_TIMEOUT_MS }).stdout?.trim() || 'bubblewrap';
+  const workspace = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'parlor-sandbox-check-')));
+  try {
+    let failure = '';
+    for (const profile of PROFILES) {
+      const trial = spawnSync(bwrap, [...sandboxArgs(profile, { workspace, cwd: workspace }), '/bin/sh', '-c', 'echo ok > check && cat check'], {
+        encoding: 'utf8',
+        env: { PATH: '/usr/bin:/bin' },
+        timeout: TRIAL_TIMEOUT_MS,
+      });
+      if (trial.status === 0 && trial.stdout.trim() === 'ok') return { status: { available: true, detail: `${version} (${profile.name})` }, bwrap, profile };
+      failure = (trial.stderr || trial.error?.message || `exit ${trial.status}`).trim().split('\n')[0]!;
+    }
+    return { status: { available: false, detail: `${version} is installed but cannot start a sandbox here (${failure})` } };
+  } finally {
+    fs.rmSync(workspace, { recursive: true, force: true });
+  }
+}
+
+function sandboxArgs(profile: Profile, paths: SandboxPaths): string[] {
+  const args = [...profile.flags, '--die-with-parent', '--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try'];
+  const bound: string[] = [];
+  for (const folder of SYSTEM_FOLDERS) {
+    const stat = lstat(folder);
+    if (stat?.isSymbolicLink()) args.push('--symlink', fs.readlinkSync(folder), folder);
+    else if (stat?.isDirectory()) {
+      args.push('--ro-bind', folder, folder);
+      bound.push(folder);
+    }
+  }
+  // DNS: /etc/resolv.conf often points into /run (systemd-resolved, NetworkManager), which is not bound.
+  const resolver = realpath('/etc/resolv.conf');
+  if (resolver && !bound.some((folder) => isInside(folder, resolver))) args.push('--ro-bind', resolver, resolver);
+  // Sysctls are writable by uid 0 even without capabilities; bubblewrap covers /proc/sys itself on most kernels.
+  args.push('--proc', '/proc', '--ro-bind', '/proc/sys', '/proc/sys', '--dev', '/dev');
+  if (profile.sizedTmp) args.push('--size', String(TMP_BYTES));
+  args.push('--tmpfs', '/tmp');
+  // What another user could not read (shadow, SSH host keys, TLS private keys) the sandbox, being uid 0 when Parlor
+  // runs as root, could: mask it.
+  for (const unreadable of unreadableBy(others, '/etc')) args.push(...mask(unreadable));
+  const hidden = (paths.hide ?? [])
+    .map((given) => realpath(given))
+    .filter((real): real is string => real !== undefined && real !== paths.workspace && (bound.some((folder) => isInside(folder, real)) || isInside(paths.workspace, real)));
+  for (const real of hidden.filter((p) => !isInside(paths.workspace, p))) args.push(...mask(real));
+  args.push('--bind', paths.workspace, paths.workspace);
+  for (const real of hidden.filter((p) => isInside(paths.workspace, p))) args.push(...mask(real));
+  args.push('--chdir', paths.cwd);
+  return args;
+}
+
+/** An empty folder in place of a folder; /dev/null in place of a file (which cannot be opened there: the mounts are nodev). */
+function mask(target: string): string[] {
+  return lstat(target)?.isDirectory() ? ['--tmpfs', target] : ['--ro-bind', '/dev/null', target];
+}
+
+const others = { read: 0o004, enter: 0o001 };
+
+/** Files under `root` that other users cannot read, and folders they cannot list or enter. */
+function unreadableBy(bits: typeof others, root: string, depth = 0): string[] {
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(root, { withFileTypes: true });
+  } catch {
+    return [];
+  }
+  const found: string[] = [];
+  for (const entry of entries) {
+    if (!entry.isFile() && !entry.isDirectory()) continue;
+    const full = path.join(root, entry.name);
+    const mode = lstat(full)?.mode ?? 0;
+    if (entry.isFile() && !(mode & bits.read)) found.push(full);
+    else if (entry.isDirectory() && !((mode & bits.read) && (mode & bits.enter))) found.push(full);
+    else if (entry.isDirectory() && depth < 8) found.push(...unreadableBy(bits, full, depth + 1));
+  }
+  return found;
+}
+
+function findProgram(name: string): string | undefined {
+  for (const folder of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(path.delimiter)) {
+    const candidate = path.join(folder, name);
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return candidate;
+    } catch {
+      // not here
+    }
+  }
+  return undefined;
+}
+
+function lstat(target: string): fs.Stats | undefined {
+  try {
+    return fs.lstatSync(target);
+  } catch {
+    return undefined;
+  }
+}
+
+function realpath(target: string): string | undefined {
+  try {
+    return fs.realpathSync(target);
+  } catch {
+    return undefined;
+  }
+}
