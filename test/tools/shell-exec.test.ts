@@ -153,7 +153,8 @@ describe('shell_exec: environment', () => {
     expect(out).not.toContain('parlor-api-token-value');
     expect(out).not.toContain('DATABASE_URL');
     const names = out.split('\n').slice(1).map((line) => line.split('=')[0]);
-    const allowed = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM', 'USER', 'LOGNAME', 'SHELL', 'TMPDIR', 'PWD', 'SHLVL', 'OLDPWD', '_'];
+    // PARLOR_SHELL_RUN tags a command run without the sandbox, so that what it leaves running can be found.
+    const allowed = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM', 'USER', 'LOGNAME', 'SHELL', 'TMPDIR', 'PWD', 'SHLVL', 'OLDPWD', '_', 'PARLOR_SHELL_RUN'];
     expect(names.filter((name) => !allowed.includes(name!))).toEqual([]);
   });
 
