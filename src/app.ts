@@ -1,3 +1,4 @@
+import path from 'node:path';
 // The composition root: the one place that knows the connectors, the built-in tools and the core together.
 import type { Logger } from 'pino';
 import { createBuiltinTools } from '#tools/index.ts';
@@ -22,6 +23,7 @@ import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { checkToolPolicies } from '#src/tools/policy.ts';
+import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import type { Tool } from '#src/tools/types.ts';
 
@@ -82,12 +84,22 @@ export async function startApp(options: AppOptions): Promise<App> {
   // Configuration errors surface before anything starts.
   const llm = options.model ? undefined : requireModel(settings);
   const personas = loadPersonas(settings.personasDir);
-  const toolList = options.tools ?? createBuiltinTools({ timezone: settings.timezone });
+  // The shell sandbox hides Parlor's own state wherever it lives: its home (the embedded database and its password),
+  // the personas folder (other personas, .env files) and the environment file.
+  const hide = [settings.home, settings.personasDir, path.join(process.cwd(), '.env')];
+  const toolList = options.tools ?? createBuiltinTools({ timezone: settings.timezone, shellSandbox: { hide } });
   checkToolPolicies(personas, toolList.map((t) => t.name));
   // The names the personas use must be connectors Parlor has (or that run elsewhere in this deployment).
   const given = (await options.connectors?.({ settings, personas })) ?? [];
   const namable = ['terminal', ...PLATFORM_CONNECTORS, ...(options.remoteConnectors ?? []), ...given.map((c) => c.id)];
   for (const persona of personas) checkPersonaConnectors(persona, namable);
+  if (toolList.some((t) => t.name === 'shell_exec')) {
+    const sandbox = shellSandboxStatus();
+    for (const persona of personas) {
+      const { warning } = shellAccess(persona, sandbox);
+      if (warning) log.warn({ persona: persona.name }, warning);
+    }
+  }
 
   let embedded: EmbeddedPostgres | undefined;
   let url = settings.databaseUrl;

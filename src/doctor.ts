@@ -1,13 +1,15 @@
 import { PLATFORM_CONNECTORS, requireModel, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
-import { loadPersonas } from '#src/config/persona.ts';
+import { loadPersonas, type Persona } from '#src/config/persona.ts';
 import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
 import { startEmbeddedPostgres } from '#src/db/embedded-postgres.ts';
 import { checkToolPolicies } from '#src/tools/policy.ts';
+import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 
 interface Check {
   name: string;
-  run(): Promise<string>;
+  /** What is fine; a `warning` is worth fixing but does not fail the check. Throws when it fails. */
+  run(): Promise<string | { warning: string }>;
 }
 
 const TIMEOUT_MS = 8000;
@@ -39,6 +41,7 @@ export async function runDoctor(settings: Settings, out: NodeJS.WritableStream, 
       },
     },
     { name: 'model', run: () => checkModel(settings) },
+    { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
   ];
   const { telegram, discord, slack } = settings.connectors;
   if (telegram) {
@@ -75,7 +78,8 @@ export async function runDoctor(settings: Settings, out: NodeJS.WritableStream, 
   let failed = 0;
   for (const check of checks) {
     try {
-      out.write(`✓ ${check.name}: ${await check.run()}\n`);
+      const result = await check.run();
+      out.write(typeof result === 'string' ? `✓ ${check.name}: ${result}\n` : `! ${check.name}: ${result.warning}\n`);
     } catch (err) {
       failed++;
       out.write(`✗ ${check.name}: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -83,6 +87,20 @@ export async function runDoctor(settings: Settings, out: NodeJS.WritableStream, 
   }
   out.write(failed ? `${failed} problem${failed > 1 ? 's' : ''} found\n` : 'all good\n');
   return failed ? 1 : 0;
+}
+
+/** Whether commands run sandboxed, and every persona that runs them without a sandbox (or cannot run them). */
+function checkShellSandbox(settings: Settings): string | { warning: string } {
+  const status = shellSandboxStatus();
+  let personas: Persona[] = [];
+  try {
+    personas = loadPersonas(settings.personasDir);
+  } catch {
+    // The personas check reports that.
+  }
+  const warnings = personas.map((p) => shellAccess(p, status).warning).filter((w): w is string => Boolean(w));
+  if (warnings.length) return { warning: `${status.detail}; ${warnings.join('; ')}` };
+  return status.available ? status.detail : `${status.detail}; no persona runs shell_exec`;
 }
 
 async function checkModel(settings: Settings): Promise<string> {

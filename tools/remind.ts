@@ -254,7 +254,14 @@ function describeSchedule(s: ScheduleView, timezone: string): string {
   return `${s.name} (${s.type}, "${s.cron}"${s.fresh ? ', fresh' : ''}${state ? `, ${state}` : ''}) — "${s.prompt}"`;
 }
 
-function describeList(list: { schedules: ScheduleView[]; reminders: ReminderView[] }, timezone: string): string {
+function describeList(list: { schedules: ScheduleView[]; reminders: ReminderView[]; onlyOwn?: boolean }, timezone: string): string {
+  if (list.onlyOwn) {
+    const own = list.reminders.filter((r) => r.kind === 'reminder');
+    return [
+      "Reminders this person set (the persona's schedules and other reminders are for its own users to see):",
+      ...(own.length ? own.map((r) => `- ${r.name}: ${describeReminder(r, timezone)}`) : ['- none']),
+    ].join('\n');
+  }
   const lines = [`Schedules (${timezone}):`];
   lines.push(...(list.schedules.length ? list.schedules.map((s) => `- ${describeSchedule(s, timezone)}`) : ['- none']));
   lines.push('Pending reminders:');

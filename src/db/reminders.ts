@@ -26,21 +26,24 @@ export async function lockPersonaReminders(db: Queryable, persona: string): Prom
   await db.execute(sql`select pg_advisory_xact_lock(hashtext(${`parlor:reminders:${persona}`}))`);
 }
 
-/** How many reminders (wake-ups not counted) the persona has pending. */
-export async function countPendingReminders(db: Queryable, persona: string): Promise<number> {
+/** Only the reminders one person set (`connector:user id`), when given. */
+const setBy = (sender: string | undefined) => (sender === undefined ? undefined : sql`${reminders.origin}->>'sender' = ${sender}`);
+
+/** How many reminders (wake-ups not counted) the persona has pending; with `sender`, of those that person set. */
+export async function countPendingReminders(db: Queryable, persona: string, sender?: string): Promise<number> {
   const [row] = await db
     .select({ n: sql<number>`count(*)::int` })
     .from(reminders)
-    .where(and(eq(reminders.persona, persona), eq(reminders.kind, 'reminder'), eq(reminders.status, 'pending')));
+    .where(and(eq(reminders.persona, persona), eq(reminders.kind, 'reminder'), eq(reminders.status, 'pending'), setBy(sender)));
   return row.n;
 }
 
-/** Cancels the pending reminder of this persona and name; returns it when there was one. */
-export async function cancelReminder(db: Queryable, persona: string, name: string): Promise<ReminderRow | undefined> {
+/** Cancels the pending reminder of this persona and name (with `sender`, only one that person set); returns it. */
+export async function cancelReminder(db: Queryable, persona: string, name: string, sender?: string): Promise<ReminderRow | undefined> {
   const [row] = await db
     .update(reminders)
     .set({ status: 'cancelled' })
-    .where(and(eq(reminders.persona, persona), eq(reminders.name, name), eq(reminders.status, 'pending')))
+    .where(and(eq(reminders.persona, persona), eq(reminders.name, name), eq(reminders.status, 'pending'), setBy(sender)))
     .returning();
   return row;
 }
@@ -62,11 +65,11 @@ export async function recordReminderFired(
     .where(eq(reminders.id, id));
 }
 
-export async function pendingReminders(db: Queryable, persona: string): Promise<ReminderRow[]> {
+export async function pendingReminders(db: Queryable, persona: string, sender?: string): Promise<ReminderRow[]> {
   return db
     .select()
     .from(reminders)
-    .where(and(eq(reminders.persona, persona), eq(reminders.status, 'pending')))
+    .where(and(eq(reminders.persona, persona), eq(reminders.status, 'pending'), setBy(sender)))
     .orderBy(asc(reminders.dueAt));
 }
 

@@ -3,7 +3,7 @@ import { CronExpressionParser } from 'cron-parser';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { ConfigError } from '#src/config/errors.ts';
-import { isPersonaChat, loadSchedules, type Persona, type ScheduleEntry } from '#src/config/persona.ts';
+import { isPersonaChat, isPersonaPerson, loadSchedules, type Persona, type ScheduleEntry } from '#src/config/persona.ts';
 import { editSchedules } from '#src/config/schedules-file.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
 import {
@@ -43,6 +43,8 @@ export const REMINDER_LIMITS = {
   maxPending: 100,
   /** Firings of one repeating reminder or looping wake-up; the turn of the last one is told it was the last. */
   maxFires: 1000,
+  /** Reminders one group member who is not among the persona's people may have pending, so they cannot fill its quota. */
+  maxPendingPerOutsider: 5,
 } as const;
 
 /** A reminder refused because the persona has as many pending as it may. */
@@ -292,6 +294,8 @@ export function createScheduler(deps: {
       sender: scope.origin.sender,
     };
     const wakeupName = `wakeup:${scope.conversationId}`;
+    // A group member who is not one of the persona's people sees and cancels only the reminders they set.
+    const outsider = origin?.chatType === 'group' && !isPersonaPerson(persona, origin.sender) ? (origin.sender ?? '') : undefined;
     const find = (entries: ScheduleEntry[], name: string) => {
       const index = entries.findIndex((e) => e.name === name);
       if (index < 0) throw new ConfigError(`there is no schedule named "${name}"; existing: ${entries.map((e) => e.name).join(', ') || 'none'}`);
@@ -341,6 +345,9 @@ export function createScheduler(deps: {
           if ((await countPendingReminders(tx, persona.name)) >= REMINDER_LIMITS.maxPending) {
             throw new TooManyReminders(`${persona.name} has ${REMINDER_LIMITS.maxPending} pending reminders, the most it may have`);
           }
+          if (outsider !== undefined && (await countPendingReminders(tx, persona.name, outsider)) >= REMINDER_LIMITS.maxPendingPerOutsider) {
+            throw new TooManyReminders(`${outsider} has ${REMINDER_LIMITS.maxPendingPerOutsider} pending reminders here, the most someone who is not one of ${persona.name}'s users may have`);
+          }
           const inserted = await insertReminder(tx, {
             id: randomUUID(),
             persona: persona.name,
@@ -360,9 +367,11 @@ export function createScheduler(deps: {
         return reminderView(row);
       },
       async cancelReminder(name) {
-        return Boolean(await cancelReminder(db, persona.name, name));
+        return Boolean(await cancelReminder(db, persona.name, name, outsider));
       },
       async list() {
+        // The persona's standing work (and reminders set in other chats) is its people's business.
+        if (outsider !== undefined) return { schedules: [], reminders: (await pendingReminders(db, persona.name, outsider)).map(reminderView), onlyOwn: true };
         const paused = await pausedSchedules(db, persona.name);
         const schedules = currentSchedules(persona).map((e) => view(e, paused));
         return { schedules, reminders: (await pendingReminders(db, persona.name)).map(reminderView) };

@@ -98,7 +98,8 @@ export interface SchedulingApi {
   wakeup(request: { delayMs: number; message?: string; loop?: boolean }): Promise<{ dueAt?: Date; replaced: boolean }>;
   remind(request: { name: string; prompt: string; dueAt: Date; everySeconds?: number; until?: Date; deliver?: DeliveryTarget }): Promise<ReminderView>;
   cancelReminder(name: string): Promise<boolean>;
-  list(): Promise<{ schedules: ScheduleView[]; reminders: ReminderView[] }>;
+  /** `onlyOwn`: the asker is not one of the persona's people, and sees only the reminders they set. */
+  list(): Promise<{ schedules: ScheduleView[]; reminders: ReminderView[]; onlyOwn?: boolean }>;
   addSchedule(entry: ScheduleEntry): Promise<ScheduleView>;
   updateSchedule(name: string, patch: Partial<ScheduleEntry>): Promise<ScheduleView>;
   removeSchedule(name: string): Promise<void>;

@@ -141,6 +141,20 @@ describe('configuration errors', () => {
     expect(result.stdout).toMatch(/✗ telegram: token refused/);
     const healthy = await parlor(['doctor'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') });
     expect(healthy.stdout).toContain('✓ model: openai fake-model');
+    expect(healthy.stdout).toMatch(/✓ shell sandbox: bubblewrap \S+ \(/);
     expect(healthy.exitCode).toBe(0);
+  });
+
+  it('doctor warns, without failing, about every persona that cannot run shell_exec for want of a sandbox or runs it unsandboxed', async () => {
+    // A PATH with node and nothing else: no bubblewrap.
+    const bin = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-path-'));
+    await fs.symlink(process.execPath, path.join(bin, 'node'));
+    const dir = await writePersonas({ careful: { connectors: { users: ['telegram:1'] } }, brave: { connectors: { users: ['telegram:2'] }, tools: { shell: 'unsandboxed' } } });
+    const result = await parlor(['doctor'], { ...model(), PATH: bin, DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
+    expect(result.stdout).toContain('! shell sandbox: bubblewrap is not installed (apt install bubblewrap); ');
+    expect(result.stdout).toContain('shell_exec is off for persona careful: bubblewrap is not installed (apt install bubblewrap), or set "shell": "unsandboxed" in its tools.jsonc');
+    expect(result.stdout).toContain('shell_exec runs unsandboxed for persona brave ("shell": "unsandboxed" in its tools.jsonc)');
+    expect(result.exitCode).toBe(0);
+    await fs.rm(bin, { recursive: true, force: true });
   });
 });

@@ -313,6 +313,26 @@ describe('limits: reminders cannot buy a model turn every second', () => {
     expect(await askIn(ana, 'schedule_wakeup', { time: '1h', message: 'loop', loop: true })).toMatch(/it repeats every 1h/);
   });
 
+  it("in a group, someone who is not one of the persona's users sees and cancels only the reminders they set, and holds at most 5", async () => {
+    const ana = { chat: group, sender: { id: 'u1', name: 'Ana' } };
+    expect(await askIn(zed, 'remind', { action: 'remind', name: 'zed-once', prompt: 'ping', in_seconds: 3600 })).toMatch(/set/);
+    expect(await askIn(ana, 'remind', { action: 'remind', name: 'ana-private', prompt: 'call the doctor', in_seconds: 7200 })).toMatch(/set/);
+    const listed = await askIn(zed, 'remind', { action: 'list' });
+    expect(listed).toContain('zed-once');
+    expect(listed).not.toMatch(/ana-private|call the doctor/);
+    expect(await askIn(zed, 'remind', { action: 'cancel_reminder', name: 'ana-private' })).toBe('tool said: error: there is no pending reminder named "ana-private"');
+    expect(await pendingNamed('ana-private')).toBe(1);
+    // Zed has one already (zed-once): four more fit, the sixth does not.
+    for (const i of [2, 3, 4, 5]) expect(await askIn(zed, 'remind', { action: 'remind', name: `zed-${i}`, prompt: 'ping', in_seconds: 3600 })).toMatch(/set/);
+    expect(await askIn(zed, 'remind', { action: 'remind', name: 'zed-6', prompt: 'ping', in_seconds: 3600 })).toMatch(
+      /^tool said: error: chat:z9 has 5 pending reminders here, the most someone who is not one of testy's users may have/,
+    );
+    expect(await askIn(zed, 'remind', { action: 'cancel_reminder', name: 'zed-5' })).toBe('tool said: reminder "zed-5" cancelled');
+    // The persona's own user still sees everything.
+    expect(await askIn(ana, 'remind', { action: 'list' })).toMatch(/zed-once[\s\S]*ana-private/);
+    await h.query(sql`update reminders set status = 'cancelled' where name like 'zed-%' or name = 'ana-private'`);
+  });
+
   it('every_seconds below 60, and a looping wake-up more often than once a minute, are refused', async () => {
     for (const every of [1, 59]) {
       expect(await ask('remind', { action: 'remind', name: `fast-${every}`, prompt: 'x', in_seconds: 60, every_seconds: every })).toBe(
