@@ -7,6 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTelegramConnector } from '../../connectors/telegram/index.ts';
 import type { Connector, InboundEvent, IngressResult } from '../../src/connector.ts';
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
+import { until } from '../support/until.ts';
 
 let api: FakeTelegram;
 let connector: Connector;
@@ -36,13 +37,6 @@ const dm = (updateId: number, text: string) => ({
   message: { message_id: updateId, date: 0, chat: { id: 7, type: 'private' }, from: { id: 7, is_bot: false, first_name: 'Ana' }, text },
 });
 
-async function until(check: () => boolean, timeoutMs = 5000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('receiving', () => {
   it('acknowledges an update (moves the offset past it) only after the core accepted it', async () => {

@@ -11,6 +11,8 @@ import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
 import { writePersonas } from '../support/harness.ts';
+import { until } from '../support/until.ts';
+import { curePoison, poisonMessages } from '../support/poison.ts';
 
 let api: FakeTelegram;
 let fake: FakeLlm;
@@ -43,13 +45,6 @@ const sentTo = (chat: string) => api.callsOf('sendMessage').filter((c) => String
 /** Error lines the app logged. */
 const errors: string[] = [];
 
-async function until(check: () => boolean, timeoutMs = 8000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 beforeAll(async () => {
   api = await startFakeTelegram();
@@ -188,7 +183,7 @@ describe('Telegram through the pipeline', () => {
 
 describe('updates that cannot be stored', () => {
   afterAll(async () => {
-    await app.database.db.execute(sql`drop trigger if exists poison on messages`);
+    await curePoison(app.database.db);
   });
 
   it('a NUL in the text or a file name is stored without it, and the message is answered', async () => {
@@ -208,13 +203,7 @@ describe('updates that cannot be stored', () => {
   });
 
   it('an update that fails to store is dead-lettered after 3 attempts, and messages from other chats sent after it are still answered', async () => {
-    await app.database.db.execute(sql.raw(`
-      create or replace function poison() returns trigger language plpgsql as $$
-      begin
-        if new.content->>'content' like '%poison pill%' then raise exception 'poisoned message'; end if;
-        return new;
-      end $$;
-      create trigger poison before insert on messages for each row execute function poison();`));
+    await poisonMessages(app.database.db);
     api.queueUpdates(dm(80, 'a poison pill'), benSays(81, 'hello from another chat'));
     await until(() => sentTo('8').length === 1, 15_000);
     expect(sentTo('8')[0].body.text).toBe('echo: hello from another chat');

@@ -5,17 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTelegramApi, createTelegramConnector } from '../../connectors/telegram/index.ts';
 import { pollUpdates } from '../../connectors/telegram/polling.ts';
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
+import { until } from '../support/until.ts';
 
 let api: FakeTelegram;
 const log = pino({ level: 'silent' });
 
-async function until(check: () => boolean, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 beforeAll(async () => {
   api = await startFakeTelegram();

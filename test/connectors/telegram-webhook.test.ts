@@ -9,6 +9,7 @@ import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
 import { writePersonas } from '../support/harness.ts';
+import { curePoison, poisonMessages } from '../support/poison.ts';
 
 const TOKEN = '1:webhook';
 let api: FakeTelegram;
@@ -80,13 +81,7 @@ describe('Telegram webhook mode', () => {
   });
 
   it('answers 500 to an update that cannot be stored, so Telegram retries it, and 200 once it is dead-lettered on the third try', async () => {
-    await app.database.db.execute(sql.raw(`
-      create or replace function poison() returns trigger language plpgsql as $$
-      begin
-        if new.content->>'content' like '%poison pill%' then raise exception 'poisoned message'; end if;
-        return new;
-      end $$;
-      create trigger poison before insert on messages for each row execute function poison();`));
+    await poisonMessages(app.database.db);
     try {
       const statuses: number[] = [];
       for (let i = 0; i < 4; i++) statuses.push((await post(update(20, 'a poison pill'), webhookSecret(TOKEN))).status);
@@ -97,7 +92,7 @@ describe('Telegram webhook mode', () => {
       expect(failure).toMatchObject({ attempts: 4, dead_lettered: true });
       expect(failure.last_error).toContain('poisoned message');
     } finally {
-      await app.database.db.execute(sql`drop trigger if exists poison on messages`);
+      await curePoison(app.database.db);
     }
     // A NUL no longer breaks the insert: stored without it, and answered.
     expect((await post(update(21, 'with a nul\u0000 inside'), webhookSecret(TOKEN))).status).toBe(200);

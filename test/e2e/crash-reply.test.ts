@@ -11,6 +11,7 @@ import { startFakeLlm, type FakeLlm, type FakeReply, type RecordedRequest } from
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
 import { writePersonas } from '../support/harness.ts';
 import { startHoldingProxy, type HoldingProxy } from '../support/holding-proxy.ts';
+import { until } from '../support/until.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = path.join(root, 'bin/parlor.js');
@@ -72,13 +73,6 @@ function say(text: string) {
 /** How often Telegram accepted a message with this text. */
 const accepted = (text: string) => telegram.callsOf('sendMessage').filter((c) => String(c.body.text).includes(text)).length;
 
-async function until(what: string, check: () => boolean | Promise<boolean>, timeoutMs = 90_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 async function kill(child: ResultPromise) {
   child.kill('SIGKILL');
@@ -120,8 +114,8 @@ describe('a process killed between its ledger row and the platform accepting the
     expect(accepted('echo: hello')).toBe(0);
 
     startParlor();
-    await until('the reply to be sent again', () => accepted('echo: hello') === 1);
-    await until('the turn to finish', async () => (await sql`select 1 from turns where status = 'running'`).length === 0);
+    await until(() => accepted('echo: hello') === 1, 'the reply to be sent again', 90_000);
+    await until(async () => (await sql`select 1 from turns where status = 'running'`).length === 0, 'the turn to finish', 90_000);
     // Time for a second copy to show up, if one were coming.
     await new Promise((r) => setTimeout(r, 3000));
     expect(accepted('echo: hello')).toBe(1);
@@ -140,8 +134,8 @@ describe('a process killed between its ledger row and the platform accepting the
     await sql`update outbound_messages set claimed_at = claimed_at - interval '11 minutes' where status = 'sending'`;
 
     startParlor();
-    await until("the reminder's message to be sent again", () => accepted('time to stretch') === 1);
-    await until('the wake turn to finish', async () => (await sql`select 1 from turns where status = 'running'`).length === 0);
+    await until(() => accepted('time to stretch') === 1, "the reminder's message to be sent again", 90_000);
+    await until(async () => (await sql`select 1 from turns where status = 'running'`).length === 0, 'the wake turn to finish', 90_000);
     await new Promise((r) => setTimeout(r, 3000));
     expect(accepted('time to stretch')).toBe(1);
     expect(accepted('I will remind you.')).toBe(1);

@@ -15,6 +15,7 @@ import { awaitAttachmentDownloads } from '../../src/ingress/downloads.ts';
 import { createIngress } from '../../src/ingress/pipeline.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { makePersona } from '../support/persona.ts';
+import { until } from '../support/until.ts';
 
 let db: TestDatabase;
 let workspace: string;
@@ -72,15 +73,6 @@ type Row = { id: number; content: { content: string; attachments?: Record<string
 const lastMessage = async () =>
   ((await db.database.db.execute(sql`select id, content from messages order by id desc limit 1`)) as unknown as Row[])[0];
 
-async function until<T>(check: () => Promise<T | undefined> | T | undefined, timeoutMs = 5000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 beforeAll(async () => {
   db = await createTestDatabase();

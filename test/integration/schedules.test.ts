@@ -12,19 +12,10 @@ import { QUEUES } from '../../src/jobs/queues.ts';
 import { createBuiltinTools } from '../../tools/index.ts';
 import type { FakeHandler, FakeReply, RecordedRequest } from '../support/fake-llm.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
+import { until } from '../support/until.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Polls `check` until it returns something truthy, or fails with `what` at the deadline. */
-async function until<T>(check: () => T | Promise<T>, what: string | (() => string), timeoutMs = 10_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`);
-    await sleep(25);
-  }
-}
 
 type Message = { role: string; content: unknown };
 const messagesOf = (req: RecordedRequest) => req.body.messages as Message[];
