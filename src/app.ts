@@ -18,7 +18,7 @@ import { startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
 import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
 import { awaitAttachmentDownloads } from '#src/ingress/downloads.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
-import { createModelClient, withModelRetries } from '#src/llm/index.ts';
+import { createModelClient, modelEndpoint, withModelRetries } from '#src/llm/index.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
@@ -129,7 +129,11 @@ export async function startApp(options: AppOptions): Promise<App> {
       options.model ??
       withModelRetries(await createModelClient(llm!), {
         deadlineMs: options.modelRetryDeadlineMs ?? llm!.retryDeadlineMs,
-        onRetry: (err, attempt, delayMs) => log.warn({ err: (err as Error).message, attempt, delayMs }, 'model call failed; retrying'),
+        onRetry: (err, attempt, delayMs) =>
+          log.warn(
+            { url: modelEndpoint(llm!), status: (err as { status?: number }).status, err: (err as Error).message, attempt, delayMs },
+            `model call failed; retrying in ${(delayMs / 1000).toFixed(1)} s`,
+          ),
       });
     const questions = createQuestions({ database, delivery, jobs, personas: () => personas, connectors, log, sweepMs: options.questionSweepMs });
     await questions.start();

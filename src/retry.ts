@@ -7,23 +7,27 @@ export interface RetryHints {
 }
 
 export interface RetryOptions {
-  /** Give up once this much time has passed since the first attempt. */
+  /** Give up once this much time has passed since the first attempt (a wait that would pass it is not started). */
   deadlineMs: number;
+  /** At most this many retries; by default only the deadline limits them. */
   retries?: number;
   minDelayMs?: number;
   maxDelayMs?: number;
   signal?: AbortSignal;
+  /** Called before each wait with the delay actually waited. */
   onRetry?: (error: unknown, attempt: number, delayMs: number) => void;
 }
 
 /**
  * The one place that decides retries: an error retries when it says it is retryable, after the delay it asks
- * for (`retry_after`) or an exponential backoff, until the deadline. Everything else is rethrown at once.
+ * for (`retry_after`) or an exponential backoff with jitter (capped at `maxDelayMs`), until the deadline.
+ * Everything else is rethrown at once. p-retry runs the attempts; the waits are ours, so the delay logged is the
+ * delay waited.
  */
 export async function withRetries<T>(fn: (attempt: number) => Promise<T>, options: RetryOptions): Promise<T> {
   const started = Date.now();
   const minDelay = options.minDelayMs ?? 500;
-  // p-retry rethrows an AbortError's original error, so callers see what the call threw.
+  const maxDelay = options.maxDelayMs ?? 8_000;
   return pRetry(
     async (attempt) => {
       try {
@@ -31,27 +35,17 @@ export async function withRetries<T>(fn: (attempt: number) => Promise<T>, option
       } catch (err) {
         const hints = (err ?? {}) as RetryHints;
         if (!hints.retryable || options.signal?.aborted) throw new AbortError(err as Error);
-        const wait = hints.retryAfterMs ?? 0;
-        if (Date.now() - started + Math.max(wait, minDelay) > options.deadlineMs) throw new AbortError(err as Error);
-        // p-retry adds its own backoff; a server-given delay comes first.
-        if (wait > 0) {
-          options.onRetry?.(err, attempt, wait);
-          await sleep(wait, options.signal);
-        } else {
-          options.onRetry?.(err, attempt, minDelay * 2 ** (attempt - 1));
-        }
+        const backoff = Math.min(maxDelay, minDelay * 2 ** (attempt - 1)) * (1 + Math.random() * 0.25);
+        const wait = Math.round(hints.retryAfterMs ?? backoff);
+        if (Date.now() - started + wait > options.deadlineMs) throw new AbortError(err as Error);
+        options.onRetry?.(err, attempt, wait);
+        await sleep(wait, options.signal);
+        if (options.signal?.aborted) throw new AbortError(err as Error);
         throw err;
       }
     },
-    {
-      retries: options.retries ?? 6,
-      minTimeout: minDelay,
-      maxTimeout: options.maxDelayMs ?? 8_000,
-      factor: 2,
-      randomize: true,
-      maxRetryTime: options.deadlineMs,
-      signal: options.signal,
-    },
+    // No delay of p-retry's own: the wait above is the whole of it.
+    { retries: options.retries ?? Number.POSITIVE_INFINITY, minTimeout: 0, maxTimeout: 0, factor: 1, randomize: false },
   );
 }
 

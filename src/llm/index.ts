@@ -10,6 +10,11 @@ export async function createModelClient(settings: LlmSettings): Promise<ModelCli
     : (await import('./openai.ts')).createOpenAiClient(options);
 }
 
+/** The endpoint a provider's requests go to, for logs and messages. */
+export function modelEndpoint(settings: Pick<LlmSettings, 'provider' | 'baseUrl'>): string {
+  return settings.baseUrl ?? (settings.provider === 'anthropic' ? 'https://api.anthropic.com' : 'https://api.openai.com/v1');
+}
+
 /** Wraps a client so 429/5xx/network failures are retried with backoff until `deadlineMs` has passed. */
 export function withModelRetries(
   client: ModelClient,

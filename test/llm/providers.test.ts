@@ -367,3 +367,32 @@ describe('withRetries', () => {
     expect((err as Error).message).toBe('cancelled meanwhile');
   });
 });
+
+describe('withRetries honours its deadline', () => {
+  const retryable = (message: string) => Object.assign(new Error(message), { retryable: true });
+
+  it('keeps retrying until the deadline, not a fixed number of attempts, and reports the delays it really waits', async () => {
+    let calls = 0;
+    const delays: number[] = [];
+    const waits: number[] = [];
+    let last = Date.now();
+    const started = Date.now();
+    const err = await withRetries(
+      async () => {
+        calls++;
+        waits.push(Date.now() - last);
+        throw retryable(`fail ${calls}`);
+      },
+      { deadlineMs: 2_500, minDelayMs: 20, maxDelayMs: 80, onRetry: (_e, _a, ms) => { delays.push(ms); last = Date.now(); } },
+    ).catch((e: Error) => e);
+    const elapsed = Date.now() - started;
+    // Six attempts used to be the end of it whatever the deadline; with 80 ms waits, 2.5 s holds many more.
+    expect(calls).toBeGreaterThan(15);
+    expect((err as Error).message).toBe(`fail ${calls}`);
+    expect(elapsed).toBeGreaterThan(2_300);
+    expect(elapsed).toBeLessThan(2_500 + 500);
+    // Each reported delay is capped (with jitter) and matches the wait that followed it.
+    expect(Math.max(...delays)).toBeLessThanOrEqual(100);
+    for (const [i, delay] of delays.entries()) expect(waits[i + 1]).toBeGreaterThanOrEqual(delay - 5);
+  });
+});
