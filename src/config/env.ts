@@ -62,26 +62,44 @@ function optional(env: NodeJS.ProcessEnv, name: string): string | undefined {
   return value ? value : undefined;
 }
 
+/** Several settings pasted on one line: `LLM_PROVIDER=openai LLM_BASE_URL=...` reads as one long value. */
+function pastedTogether(value: string): string {
+  return /\s[A-Z][A-Z0-9_]*=/.test(value) ? ' (it looks like several settings on one line; put each NAME=value on a line of its own)' : '';
+}
+
 function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string | undefined {
   const value = optional(env, name);
   if (value === undefined) return undefined;
-  let parsed: URL;
+  // A database URL may hold a password, so it is not repeated; the others are quoted as written.
+  const shown = name === 'DATABASE_URL' ? name : `${name}=${value}`;
+  const example = `${protocols[0]}//localhost:${name === 'DATABASE_URL' ? '5432/parlor' : '11434/v1'}`;
+  let parsed: URL | undefined;
   try {
     parsed = new URL(value);
   } catch {
-    // The value may hold a password, so it is not repeated.
-    throw new ConfigError(`${name} is not a valid URL; expected something like ${protocols[0]}//host:port/... (percent-encode special characters in a password)`);
+    parsed = undefined;
+  }
+  // `localhost:11434/v1` parses, with "localhost:" as its scheme.
+  const schemeless = !/^[a-z][a-z0-9+.-]*:\/\//i.test(value);
+  if (!parsed || (schemeless && !protocols.includes(parsed.protocol))) {
+    throw new ConfigError(
+      `${shown} is not a URL: it needs ${protocols.map((p) => `${p}//`).join(' or ')} in front, e.g. ${example}` +
+        (name === 'DATABASE_URL' ? ' (percent-encode special characters in a password)' : pastedTogether(value)),
+    );
   }
   if (!protocols.includes(parsed.protocol)) {
-    throw new ConfigError(`${name} must start with ${protocols.join(' or ')}, got ${parsed.protocol}//`);
+    throw new ConfigError(`${shown} must start with ${protocols.map((p) => `${p}//`).join(' or ')}, not ${parsed.protocol}//`);
   }
   return value.replace(/\/+$/, '');
 }
 
 export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Settings {
-  const provider = (optional(env, 'LLM_PROVIDER') ?? 'openai').toLowerCase();
+  const providerText = optional(env, 'LLM_PROVIDER') ?? 'openai';
+  const provider = providerText.toLowerCase();
   if (provider !== 'openai' && provider !== 'anthropic') {
-    throw new ConfigError(`LLM_PROVIDER=${provider} is not supported; use openai (any OpenAI-compatible endpoint) or anthropic`);
+    throw new ConfigError(
+      `LLM_PROVIDER=${providerText} is not supported; use openai (any OpenAI-compatible endpoint) or anthropic${pastedTogether(providerText)}`,
+    );
   }
   const model = optional(env, 'LLM_MODEL');
   const baseUrl = url(env, 'LLM_BASE_URL', ['http:', 'https:']);
@@ -114,9 +132,10 @@ export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sett
     throw new ConfigError(`PARLOR_TIMEZONE=${timezone} is not a time zone; use an IANA name such as Europe/Berlin or UTC`);
   }
 
-  const logLevel = (optional(env, 'LOG_LEVEL') ?? 'info').toLowerCase();
+  const logLevelText = optional(env, 'LOG_LEVEL') ?? 'info';
+  const logLevel = logLevelText.toLowerCase();
   const levels = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-  if (!levels.includes(logLevel)) throw new ConfigError(`LOG_LEVEL=${logLevel} is not one of ${levels.join(', ')}`);
+  if (!levels.includes(logLevel)) throw new ConfigError(`LOG_LEVEL=${logLevelText} is not one of ${levels.join(', ')}`);
 
   const connectors: Settings['connectors'] = {};
   const telegramToken = optional(env, 'TELEGRAM_BOT_TOKEN');

@@ -229,3 +229,33 @@ describe('PARLOR_API_TOKEN', () => {
     expect(expectOneLine(() => parseSettings({ PARLOR_API_TOKEN: 'short' }), 'PARLOR_API_TOKEN').message).toMatch(/too short/);
   });
 });
+
+describe('errors quote what the user wrote', () => {
+  it('a line of several settings pasted together is quoted as written, with a hint, never lowercased', () => {
+    const err = expectOneLine(() => parse({ LLM_PROVIDER: 'openai LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=llama3.1' }), 'LLM_PROVIDER');
+    expect(err.message).toBe(
+      'LLM_PROVIDER=openai LLM_BASE_URL=http://localhost:11434/v1 LLM_MODEL=llama3.1 is not supported; use openai (any OpenAI-compatible endpoint) or anthropic (it looks like several settings on one line; put each NAME=value on a line of its own)',
+    );
+  });
+
+  it('a URL without a scheme is quoted as written, with an example', () => {
+    const err = expectOneLine(() => parse({ LLM_BASE_URL: 'localhost:11434/v1', LLM_MODEL: 'm' }), 'LLM_BASE_URL');
+    expect(err.message).toBe('LLM_BASE_URL=localhost:11434/v1 is not a URL: it needs http:// or https:// in front, e.g. http://localhost:11434/v1');
+  });
+
+  it('a URL with the wrong scheme says which', () => {
+    expect(configError(() => parse({ LLM_BASE_URL: 'ftp://models.example/v1', LLM_MODEL: 'm' })).message).toBe(
+      'LLM_BASE_URL=ftp://models.example/v1 must start with http:// or https://, not ftp://',
+    );
+  });
+
+  it('never repeats a database URL, which may hold a password', () => {
+    const err = configError(() => parse({ DATABASE_URL: 'localhost:5432/parlor?password=hunter2' }));
+    expect(err.message).not.toContain('hunter2');
+    expect(err.message).toContain('DATABASE_URL is not a URL');
+  });
+
+  it('LOG_LEVEL is quoted as written', () => {
+    expect(configError(() => parse({ LOG_LEVEL: 'Verbose' })).message).toBe('LOG_LEVEL=Verbose is not one of fatal, error, warn, info, debug, trace, silent');
+  });
+});
