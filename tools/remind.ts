@@ -169,6 +169,10 @@ async function addReminder(args: Args, ctx: ToolContext, scheduling: SchedulingA
   }
   if (dueAt.getTime() < now) dueAt = new Date(now);
   if (dueAt.getTime() > now + MAX_AHEAD_MS) return `error: at ${dueAt.toISOString()} is more than 10 years ahead`;
+  const floor = chainFloorMs(ctx);
+  if (floor && dueAt.getTime() < now + floor) {
+    return `error: ${chainReason(ctx)} a reminder is at least ${floor / 1000}s away (so reminders never chain into a turn every second)`;
+  }
   if (args.every_seconds !== undefined && args.every_seconds < REMINDER_LIMITS.minEverySeconds) {
     return `error: every_seconds must be at least ${REMINDER_LIMITS.minEverySeconds} (a reminder repeats at most once a minute)`;
   }
@@ -270,4 +274,17 @@ function describeList(list: { schedules: ScheduleView[]; reminders: ReminderView
   const wakeups = list.reminders.filter((r) => r.kind === 'wakeup');
   if (wakeups.length) lines.push('Wake-ups:', ...wakeups.map((r) => `- ${describeReminder(r, timezone)}`));
   return lines.join('\n');
+}
+
+/**
+ * A scheduled turn that sets the next one, or someone who is not one of the persona's people, could chain one-shot
+ * reminders and wake-ups into a turn every second: for them the next one is at least the repeat floor away.
+ */
+export function chainFloorMs(ctx: Pick<ToolContext, 'kind' | 'origin' | 'persona'>): number {
+  const outsider = ctx.origin?.chatType === 'group' && !isPersonaPerson(ctx.persona, ctx.origin.sender);
+  return ctx.kind !== 'user' || outsider ? REMINDER_LIMITS.minEverySeconds * 1000 : 0;
+}
+
+export function chainReason(ctx: Pick<ToolContext, 'kind'>): string {
+  return ctx.kind !== 'user' ? 'set from a scheduled turn,' : "set by someone who is not one of the persona's users,";
 }

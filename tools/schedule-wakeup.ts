@@ -1,8 +1,10 @@
+import { ConfigError } from '#src/config/errors.ts';
 import { isPersonaPerson } from '#src/config/persona.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';
 import { REMINDER_LIMITS } from '#src/jobs/scheduler.ts';
 import { parseDuration } from '#src/tools/duration.ts';
 import type { Tool } from '#src/tools/types.ts';
+import { chainFloorMs, chainReason } from './remind.ts';
 
 interface Args {
   time: string | number;
@@ -35,10 +37,17 @@ export function createScheduleWakeupTool(): Tool<Args> {
       const delay = parseDuration(args.time, 'minutes');
       if ('error' in delay) return `error: time ${delay.error}; "0" cancels`;
       if (delay.ms === 0) {
-        const { replaced } = await ctx.scheduling.wakeup({ delayMs: 0 });
-        return replaced ? 'wake-up cancelled' : 'ok: there was no wake-up to cancel';
+        try {
+          const { replaced } = await ctx.scheduling.wakeup({ delayMs: 0 });
+          return replaced ? 'wake-up cancelled' : 'ok: there was no wake-up to cancel';
+        } catch (err) {
+          if (err instanceof ConfigError) return `error: ${err.message}`;
+          throw err;
+        }
       }
       if (delay.ms < 1000) return 'error: time must be at least 1 second';
+      const floor = chainFloorMs(ctx);
+      if (delay.ms < floor) return `error: ${chainReason(ctx)} a wake-up is at least ${floor / 1000}s away (so wake-ups never chain into a turn every second)`;
       if (args.loop) {
         if (ctx.origin?.chatType === 'group' && !isPersonaPerson(ctx.persona, ctx.origin.sender)) {
           return "error: only the persona's own users can set a looping wake-up here; without loop it is fine";
@@ -54,6 +63,7 @@ export function createScheduleWakeupTool(): Tool<Args> {
       } catch (err) {
         // Two calls at once in one turn: the first one stands.
         if (err instanceof DuplicateReminderName) return 'error: another schedule_wakeup call in this turn set the wake-up first; call it once';
+        if (err instanceof ConfigError) return `error: ${err.message}`;
         throw err;
       }
       const { dueAt, replaced } = set;

@@ -18,7 +18,11 @@ import { sleep, withRetries } from '#src/retry.ts';
 import type { DeliveryResult } from '#src/tools/types.ts';
 
 export interface Delivery {
-  deliver(request: OutboundDraft): Promise<DeliveryResult>;
+  /**
+   * Sends a message through the ledger. With `later`, it is only written to the outbox (sent in the background, by
+   * this process when it runs the connector): the caller never waits on the platform (ingress, say).
+   */
+  deliver(request: OutboundDraft, options?: { later?: boolean }): Promise<DeliveryResult>;
   /** Sends what other processes queued for connectors running here, now and whenever notified. */
   startOutbox(): Promise<void>;
   stop(): Promise<void>;
@@ -40,6 +44,8 @@ export function createDelivery(deps: {
   knownConnectors: () => string[];
   log: Logger;
   sendDeadlineMs?: number;
+  /** How long after seeing a sender gone it is looked for again before its message is taken over. */
+  livenessRecheckMs?: number;
 }): Delivery {
   const { db, sql, connectors, log } = deps;
   let listener: { unlisten(): Promise<void> } | undefined;
@@ -84,7 +90,14 @@ export function createDelivery(deps: {
     while (!stopped) {
       const rows = await claimPendingOutbound(db, served, deps.session);
       if (rows.length === 0) return;
-      for (const row of rows) await send(row, connectors.get(row.connector)!);
+      // Chats side by side, each in order: one chat held by its platform's rate limit does not hold the others.
+      const byChat = new Map<string, OutboundRow[]>();
+      for (const row of rows) byChat.set(`${row.connector}\u0000${row.chat}`, [...(byChat.get(`${row.connector}\u0000${row.chat}`) ?? []), row]);
+      await Promise.all(
+        [...byChat.values()].map(async (chatRows) => {
+          for (const row of chatRows) await send(row, connectors.get(row.connector)!);
+        }),
+      );
     }
   }
 
@@ -107,7 +120,8 @@ export function createDelivery(deps: {
       if (existing.status === 'sent') return { status: 'duplicate' };
       if (existing.status === 'failed') return { status: 'failed', error: existing.error ?? 'delivery failed' };
       if (existing.status === 'pending' && !connector) return { status: 'queued' };
-      if (existing.status === 'pending' || !(await outboundClaimerAlive(db, existing.id))) {
+      // A sender seen gone twice, a few seconds apart: a database blip drops a live process's sessions for a moment.
+      if (existing.status === 'pending' || !(await claimerGoneTwice(existing.id))) {
         const taken = await takeOverOutbound(db, existing.id, deps.session);
         if (taken && connector) {
           if (existing.status === 'sending') log.warn({ connector: taken.connector, chat: taken.chat, key: taken.dedupeKey }, 'sending again a message whose sender stopped before the platform confirmed it');
@@ -125,22 +139,31 @@ export function createDelivery(deps: {
     }
   }
 
+  /** True when the row's claimer is alive; false only when it is missing now and still missing a moment later. */
+  async function claimerGoneTwice(id: number): Promise<boolean> {
+    if (await outboundClaimerAlive(db, id)) return true;
+    await sleep(deps.livenessRecheckMs ?? 3000);
+    return outboundClaimerAlive(db, id);
+  }
+
   async function markOutboundPending(row: OutboundRow) {
     await releaseOutbound(db, row.id, deps.session);
     await sql`select pg_notify(${OUTBOX_CHANNEL}, ${row.connector})`;
   }
 
   return {
-    async deliver(request) {
+    async deliver(request, options = {}) {
       const local = connectors.get(request.connector);
       const connector = local && (!local.chats || local.chats.includes(request.chat)) ? local : undefined;
       if (!local && !deps.knownConnectors().includes(request.connector)) {
         return { status: 'failed', error: `no connector named "${request.connector}" is configured` };
       }
-      const row = await insertOutbound(db, { ...request, status: connector ? 'sending' : 'pending', claimedBy: deps.session });
-      if (!row) return settleExisting(request, connector);
-      if (connector) return send(row, connector);
-      await sql`select pg_notify(${OUTBOX_CHANNEL}, ${request.connector})`;
+      const now = connector && !options.later;
+      const row = await insertOutbound(db, { ...request, status: now ? 'sending' : 'pending', claimedBy: deps.session });
+      if (!row) return options.later ? { status: 'queued' } : settleExisting(request, connector);
+      if (now) return send(row, connector);
+      if (connector) scheduleDrain();
+      else await sql`select pg_notify(${OUTBOX_CHANNEL}, ${request.connector})`;
       return { status: 'queued' };
     },
     async startOutbox() {

@@ -1,10 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Connector } from '#src/connector.ts';
-import type { Persona } from '#src/config/persona.ts';
+import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
-import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage } from '#src/db/messages.ts';
+import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
 import { outboundForTurn, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { TurnJobData } from '#src/jobs/queues.ts';
@@ -198,12 +198,23 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     if (data.kind === 'user') await deps.awaitDownloads?.(data.conversationId, turnId, signal);
     const history = await loadHistoryWindow(db, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
     const offered = deps.tools.toolsFor(persona, data.kind);
+    // The turn acts with the authority of the least trusted person it has read: in a group, a message from someone
+    // who is not one of the persona's people, read mid-turn or queued with the first, makes it act as them.
+    let origin = data.origin;
+    const actAsReaders = async () => {
+      if (data.kind !== 'user' || data.origin?.chatType !== 'group' || data.origin.trusted) return;
+      const outsider = (await turnSenders(db, turnId)).find((sender) => !isPersonaPerson(persona, sender));
+      if (outsider && isPersonaPerson(persona, origin?.sender)) origin = { ...data.origin, sender: outsider };
+    };
+    await actAsReaders();
     const ctx: ToolContext = {
       persona,
       conversationId: data.conversationId,
       turnId,
       kind: data.kind,
-      origin: data.origin,
+      get origin() {
+        return origin;
+      },
       signal,
       log,
       deliver: (target, text, options) =>
@@ -221,7 +232,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         if (!deps.questions) throw new Error('asking a person is not available here');
         return deps.questions.ask(ctx, request);
       },
-      scheduling: deps.scheduler?.forTurn({ persona, conversationId: data.conversationId, origin: data.origin }),
+      get scheduling() {
+        return deps.scheduler?.forTurn({ persona, conversationId: data.conversationId, origin });
+      },
       replyTarget: data.deliver ?? (data.origin && originTarget(data.origin)),
       showsButtons: (connector) => deps.connectors.get(connector)?.capabilities.buttons ?? connector !== 'terminal',
       react: async (emoji, messageId) => {
@@ -259,7 +272,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         data.kind === 'user'
           ? async () => {
               await deps.awaitDownloads?.(data.conversationId, turnId, signal);
-              return claimArrivedMessages(db, data.conversationId, turnId);
+              const arrived = await claimArrivedMessages(db, data.conversationId, turnId);
+              if (arrived.length) await actAsReaders();
+              return arrived;
             }
           : undefined,
       onEvent: async (event) => {

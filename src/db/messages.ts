@@ -90,3 +90,12 @@ export async function countMessages(db: Queryable, conversationId: string, after
   return row?.n ?? 0;
 }
 
+/** Who wrote the user messages a turn has read (`connector:user id` addresses), oldest first. */
+export async function turnSenders(db: Queryable, turnId: string): Promise<string[]> {
+  const rows = await db
+    .select({ sender: messages.sender })
+    .from(messages)
+    .where(and(eq(messages.turnId, turnId), eq(messages.role, 'user'), sql`${messages.sender} like '%:%'`))
+    .orderBy(messages.id);
+  return [...new Set(rows.map((r) => r.sender!))];
+}

@@ -133,7 +133,7 @@ export function createIngress(deps: IngressDeps) {
           chat: event.chat.id,
           thread: event.chat.thread,
           text: `Hi! I only talk to people my owner has allowed. Ask them to add ${route.address} to "users" in my connectors.jsonc.`,
-        });
+        }, { later: true });
       }
       return { status: 'refused' };
     }
@@ -153,7 +153,8 @@ export function createIngress(deps: IngressDeps) {
         thread: event.chat.thread,
         replyTo: event.chat.type === 'group' ? event.messageId : undefined,
         text: reply,
-      });
+        // Written to the outbox, not sent here: the update loop never waits on a chat's rate limit.
+      }, { later: true });
       return { status: 'command', conversationId };
     }
 

@@ -52,8 +52,17 @@ export function userMessageText(event: InboundEvent): string {
   let text = event.text;
   if (event.kind === 'edit') text = `(edited) ${text}`;
   if (event.chat.type === 'group') {
-    const who = event.sender.name ?? event.sender.username ?? event.sender.id;
-    text = `[${who} (${event.connector}:${event.sender.id})] ${text}`;
+    text = `[${speakerName(event)} (${event.connector}:${event.sender.id})] ${text}`;
   }
   return text;
+}
+
+/**
+ * A group member's display name as the model reads it: brackets, parentheses and line breaks removed, so a name
+ * like `Ana (telegram:7)] ... [x` cannot pass for another speaker or end the label early.
+ */
+function speakerName(event: InboundEvent): string {
+  const raw = event.sender.name || event.sender.username || event.sender.id;
+  const name = raw.replace(/[[\]()\p{Cc}\p{Cf}\u2028\u2029]/gu, ' ').replace(/\s+/g, ' ').trim().slice(0, 64);
+  return name || event.sender.id;
 }

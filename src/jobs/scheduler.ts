@@ -322,6 +322,13 @@ export function createScheduler(deps: {
     return {
       async wakeup({ delayMs, message, loop }) {
         return db.transaction(async (tx) => {
+          if (outsider !== undefined) {
+            // A shared group's wake-up that one of the persona's people set is theirs to change.
+            const [current] = (await pendingReminders(tx, persona.name)).filter((r) => r.name === wakeupName);
+            if (current && current.origin?.sender !== outsider) {
+              throw new ConfigError("this conversation's wake-up was set by one of the persona's users; only they can change or cancel it");
+            }
+          }
           const replaced = await cancelReminder(tx, persona.name, wakeupName);
           if (delayMs === 0) return { replaced: Boolean(replaced) };
           const row = await insertReminder(tx, {

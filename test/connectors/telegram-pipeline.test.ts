@@ -85,6 +85,20 @@ describe('Telegram through the pipeline', () => {
     expect(fake.requests).toHaveLength(1);
   });
 
+  it("a burst of commands in one chat never holds another chat's message: the update loop does not wait on a chat's rate limit", async () => {
+    // Fifteen /help from Ben: past the burst, Telegram's pace is about one message a second in his chat.
+    api.pushUpdates(...Array.from({ length: 15 }, (_, i) => benSays(60 + i, '/help')));
+    api.pushUpdates(dm(75, 'are you there?'));
+    const started = Date.now();
+    await until(() => sentTo('7').length === 1, 20_000);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(sentTo('7')[0].body.text).toBe('echo: are you there?');
+    // Ben still gets every answer, in order.
+    await until(() => sentTo('8').length === 15, 30_000);
+    expect(new Set(sentTo('8').map((c) => c.body.text.split('\n')[0]))).toEqual(new Set(['Commands:']));
+    await app.waitForIdle('tg:telegram:7');
+  }, 40_000);
+
   it('turns an edited message into a new turn marked (edited)', async () => {
     api.pushUpdates(dm(41, 'meet at 5', true));
     await until(() => api.callsOf('sendMessage').length === 1);

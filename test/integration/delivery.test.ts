@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
 import { PlatformError } from '../../src/connector.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 
@@ -42,6 +43,21 @@ describe('the outbound ledger', () => {
     expect(h.chat.sent.map((m) => m.text)).toEqual([`message ${key}`]);
     const [row] = await h.query<{ status: string; claimed_by: string }>(sql`select status, claimed_by from outbound_messages where dedupe_key = ${key}`);
     expect(row).toEqual({ status: 'sent', claimed_by: h.app.database.applicationName });
+  });
+
+  it('a sender whose sessions vanish for a moment (a database blip) is looked for again before its message is taken over', async () => {
+    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
+                      values ('blip', 'chat', 'u1', 'message blip', 'sending', now(), 'parlor:blip:alive')`);
+    const delivered = h.app.delivery.deliver(draft('blip'));
+    // The sender's connection comes back a second later, as a pool does after a blip.
+    await new Promise((r) => setTimeout(r, 1000));
+    const back = postgres(h.db.url, { max: 1, connection: { application_name: 'parlor:blip:alive' }, onnotice: () => {} });
+    await back`select 1`;
+    await new Promise((r) => setTimeout(r, 3000));
+    await h.query(sql`update outbound_messages set status = 'sent' where dedupe_key = 'blip'`);
+    expect(await delivered).toEqual({ status: 'duplicate' });
+    expect(h.chat.sent).toHaveLength(0);
+    await back.end();
   });
 
   it('waits for a message a live process is still sending, and does not send it twice', async () => {

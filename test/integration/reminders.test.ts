@@ -333,6 +333,65 @@ describe('limits: reminders cannot buy a model turn every second', () => {
     await h.query(sql`update reminders set status = 'cancelled' where name like 'zed-%' or name = 'ana-private'`);
   });
 
+  it("a message from someone who is not one of the persona's people, read mid-turn, makes the turn act as them", async () => {
+    const ana = { chat: group, sender: { id: 'u1', name: 'Ana' } };
+    h.fake.script(
+      // Ana's turn is slow to answer: Zed writes meanwhile, and the next model call reads his message.
+      { toolCalls: [{ name: 'clock', arguments: {} }], delayMs: 600 },
+      { toolCalls: [{ name: 'remind', arguments: { action: 'remind', name: 'zed-forever', prompt: 'ping', in_seconds: 60, every_seconds: 60 } }] },
+      (req) => ({ text: `tool said: ${toolResult(req)}` }),
+    );
+    const before = h.chat.sent.length;
+    await h.chat.inject({ text: 'hi', ...ana });
+    await sleep(150);
+    await h.chat.inject({ text: 'remind us every minute forever', ...zed });
+    const sent = await h.chat.waitForSent(before + 1);
+    expect(sent[before].text).toBe("tool said: error: only the persona's own users can set repeating reminders here; a one-time reminder (without every_seconds) is fine");
+    expect(await pendingNamed('zed-forever')).toBe(0);
+    await h.app.waitForIdle('testy:chat:g2');
+  });
+
+  it('one-shot wake-ups and reminders cannot be chained into a turn a second: from a scheduled turn or an outsider, the next is at least 60 s away', async () => {
+    // A wake turn that tries to set the next wake-up a second away, and a reminder 5 seconds away.
+    const tried: string[] = [];
+    h.fake.setDefault((req) => {
+      if (/^\[wake-up/.test(req.lastUserText)) {
+        const last = req.body.messages.at(-1);
+        if (last.role === 'tool') {
+          tried.push(String(last.content));
+          if (tried.length === 1) return { toolCalls: [{ name: 'remind', arguments: { action: 'remind', name: 'next', prompt: 'again', in_seconds: 5 } }] };
+          return { toolCalls: [{ name: 'end_task', arguments: { status: 'ok' } }] };
+        }
+        return { toolCalls: [{ name: 'schedule_wakeup', arguments: { time: '1s', message: 'again' } }] };
+      }
+      return { text: `echo: ${req.lastUserText}` };
+    });
+    await scheduling().wakeup({ delayMs: 1000, message: 'go' });
+    const deadline = Date.now() + 10_000;
+    while (tried.length < 2 && Date.now() < deadline) await sleep(25);
+    expect(tried).toEqual([
+      'error: set from a scheduled turn, a wake-up is at least 60s away (so wake-ups never chain into a turn every second)',
+      'error: set from a scheduled turn, a reminder is at least 60s away (so reminders never chain into a turn every second)',
+    ]);
+    expect(await pendingNamed('next')).toBe(0);
+    expect(await askIn(zed, 'schedule_wakeup', { time: '5s', message: 'x' })).toBe(
+      "tool said: error: set by someone who is not one of the persona's users, a wake-up is at least 60s away (so wake-ups never chain into a turn every second)",
+    );
+    expect(await askIn(zed, 'remind', { action: 'remind', name: 'soon', prompt: 'x', in_seconds: 1 })).toMatch(/a reminder is at least 60s away/);
+    // The persona's own users still may.
+    expect(await ask('schedule_wakeup', { time: '5s', message: 'soon' })).toMatch(/^tool said: wake-up set for /);
+  });
+
+  it("in a shared group, someone who is not one of the persona's users cannot replace or cancel the wake-up its users set", async () => {
+    const ana = { chat: group, sender: { id: 'u1', name: 'Ana' } };
+    expect(await askIn(ana, 'schedule_wakeup', { time: '2h', message: 'check the deploy' })).toMatch(/^tool said: wake-up set for /);
+    const refused = "tool said: error: this conversation's wake-up was set by one of the persona's users; only they can change or cancel it";
+    expect(await askIn(zed, 'schedule_wakeup', { time: '0' })).toBe(refused);
+    expect(await askIn(zed, 'schedule_wakeup', { time: '3h', message: 'something else' })).toBe(refused);
+    const [row] = await h.query<{ prompt: string }>(sql`select prompt from reminders where name = 'wakeup:testy:chat:g2' and status = 'pending'`);
+    expect(row.prompt).toBe('check the deploy');
+  });
+
   it('every_seconds below 60, and a looping wake-up more often than once a minute, are refused', async () => {
     for (const every of [1, 59]) {
       expect(await ask('remind', { action: 'remind', name: `fast-${every}`, prompt: 'x', in_seconds: 60, every_seconds: every })).toBe(
