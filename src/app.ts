@@ -22,7 +22,7 @@ import { createModelClient, modelEndpoint, withModelRetries } from '#src/llm/ind
 import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
-import { checkToolPolicies } from '#src/tools/policy.ts';
+import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import type { Tool } from '#src/tools/types.ts';
@@ -89,6 +89,7 @@ export async function startApp(options: AppOptions): Promise<App> {
   const hide = [settings.home, settings.personasDir, path.join(process.cwd(), '.env')];
   const toolList = options.tools ?? createBuiltinTools({ timezone: settings.timezone, shellSandbox: { hide } });
   checkToolPolicies(personas, toolList.map((t) => t.name));
+  for (const warning of unapprovedActions(personas, toolList)) log.warn(warning);
   // The names the personas use must be connectors Parlor has (or that run elsewhere in this deployment).
   const given = (await options.connectors?.({ settings, personas })) ?? [];
   const namable = ['terminal', ...PLATFORM_CONNECTORS, ...(options.remoteConnectors ?? []), ...given.map((c) => c.id)];

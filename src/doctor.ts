@@ -3,7 +3,8 @@ import { ConfigError } from '#src/config/errors.ts';
 import { loadPersonas, type Persona } from '#src/config/persona.ts';
 import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
 import { startEmbeddedPostgres } from '#src/db/embedded-postgres.ts';
-import { checkToolPolicies } from '#src/tools/policy.ts';
+import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
+import type { Tool } from '#src/tools/types.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 
 interface Check {
@@ -15,13 +16,17 @@ interface Check {
 const TIMEOUT_MS = 8000;
 
 /** `parlor doctor`: checks each part a running Parlor needs and says how to fix what is wrong. Exit 1 if any fails. */
-export async function runDoctor(settings: Settings, out: NodeJS.WritableStream, options: { toolNames?: readonly string[] } = {}): Promise<number> {
+export async function runDoctor(
+  settings: Settings,
+  out: NodeJS.WritableStream,
+  options: { tools?: readonly Pick<Tool, 'name' | 'approval'>[] } = {},
+): Promise<number> {
   const checks: Check[] = [
     {
       name: 'personas',
       run: async () => {
         const personas = loadPersonas(settings.personasDir, { connectors: ['terminal', ...PLATFORM_CONNECTORS] });
-        if (options.toolNames) checkToolPolicies(personas, options.toolNames);
+        if (options.tools) checkToolPolicies(personas, options.tools.map((t) => t.name));
         return `${personas.length} in ${settings.personasDir}: ${personas.map((p) => p.name).join(', ')}`;
       },
     },
@@ -42,6 +47,7 @@ export async function runDoctor(settings: Settings, out: NodeJS.WritableStream, 
     },
     { name: 'model', run: () => checkModel(settings) },
     { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
+    { name: 'approvals', run: async () => checkApprovals(settings, options.tools ?? []) },
   ];
   const { telegram, discord, slack } = settings.connectors;
   if (telegram) {
@@ -87,6 +93,20 @@ export async function runDoctor(settings: Settings, out: NodeJS.WritableStream, 
   }
   out.write(failed ? `${failed} problem${failed > 1 ? 's' : ''} found\n` : 'all good\n');
   return failed ? 1 : 0;
+}
+
+/** Tools that act on the machine or the world and that a persona runs without asking. */
+function checkApprovals(settings: Settings, tools: readonly Pick<Tool, 'name' | 'approval'>[]): string | { warning: string } {
+  let personas: Persona[] = [];
+  try {
+    personas = loadPersonas(settings.personasDir);
+  } catch {
+    // The personas check reports that.
+  }
+  const unasked = unapprovedActions(personas, tools);
+  if (unasked.length) return { warning: unasked.join('; ') };
+  const asking = tools.filter((t) => t.approval?.byDefault).map((t) => t.name);
+  return `every persona asks before ${asking.join(', ') || 'tools that act on the machine'}`;
 }
 
 /** Whether commands run sandboxed, and every persona that runs them without a sandbox (or cannot run them). */

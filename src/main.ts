@@ -37,7 +37,7 @@ async function main(argv: string[]): Promise<number> {
     case 'migrate':
       return runMigrate(settings, createLogger({ level: settings.logLevel, stream: 'stderr' }));
     case 'doctor':
-      return runDoctor(settings, process.stdout, { toolNames: createBuiltinTools({ timezone: settings.timezone }).map((t) => t.name) });
+      return runDoctor(settings, process.stdout, { tools: createBuiltinTools({ timezone: settings.timezone }) });
     default:
       process.stderr.write(`parlor: unknown command "${command}"\n\n${USAGE}`);
       return 2;

@@ -80,6 +80,8 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
       // "Always allow" covers the exact call: the command, and its folder and variables when it has them.
       scope: (args) => (args.cwd || args.env ? JSON.stringify({ command: args.command, cwd: args.cwd, env: args.env }) : args.command),
       refuse: (args) => deniedReason(args.command),
+      // A command acts on the machine: it asks first unless the persona's tools.jsonc lists shell_exec under "allow".
+      byDefault: true,
     },
     async run(args, ctx) {
       const denied = deniedReason(args.command);

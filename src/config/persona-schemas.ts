@@ -41,6 +41,8 @@ export const toolsSchema = {
     $schema: { type: 'string' },
     deny: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
     approve: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
+    // Tools that act on the machine or the world ask first by default; listed here, they run without asking.
+    allow: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
     thinking: { type: 'boolean' },
     model: { type: 'string', minLength: 1 },
     maxIterations: { type: 'integer', minimum: 1, maximum: 200 },

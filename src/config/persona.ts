@@ -46,6 +46,8 @@ export interface Persona {
   tools: {
     deny: string[];
     approve: string[];
+    /** Tools that ask first by default (they act on the machine or the world) and that this persona runs unasked. */
+    allow: string[];
     thinking: boolean;
     model?: string;
     maxIterations?: number;
@@ -143,6 +145,7 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
     tools: {
       deny: tools.deny ?? [],
       approve: tools.approve ?? [],
+      allow: tools.allow ?? [],
       thinking: tools.thinking ?? false,
       model: tools.model,
       maxIterations: tools.maxIterations,

@@ -7,7 +7,16 @@ import type { Tool, ToolContext, ToolOutput, TurnKind } from './types.ts';
 export const DEFAULT_TOOL_TIMEOUT_MS = 30_000;
 const MAX_RESULT_CHARS = 32_000;
 
-/** Asks a human before a tool listed in the persona's `approve` runs. Resolves true to run it. */
+/**
+ * Whether a call of this tool waits for a person: when the persona lists it under `approve`, and, for a tool that acts
+ * on the machine or the world, unless the persona lists it under `allow`.
+ */
+export function needsApproval(tool: Pick<Tool, 'name' | 'approval'>, persona: Pick<Persona, 'tools'>): boolean {
+  if (persona.tools.approve.includes(tool.name)) return true;
+  return Boolean(tool.approval?.byDefault) && !persona.tools.allow.includes(tool.name);
+}
+
+/** Asks a human before a tool that needs approval runs. Resolves true to run it. */
 export type ApprovalGate = (request: { tool: Tool; args: unknown; ctx: ToolContext }) => Promise<{ allowed: boolean; reason?: string }>;
 
 /**
@@ -61,7 +70,7 @@ export class ToolRunner {
     const refused = tool.approval?.refuse?.(args);
     if (refused) return { content: `denied: ${refused}; ${tool.name} did not run.` };
 
-    if (ctx.persona.tools.approve.includes(tool.name)) {
+    if (needsApproval(tool, ctx.persona)) {
       if (!this.approvalGate) {
         return { content: `denied: ${tool.name} needs a human's approval and no approval channel is available, so it did not run.` };
       }

@@ -137,6 +137,11 @@ export interface Tool<Args = any> {
     scope?(args: Args): string;
     /** A reason to refuse the call before anyone is asked (a catastrophic command), or undefined. */
     refuse?(args: Args): string | undefined;
+    /**
+     * The tool acts on the machine or the outside world: it asks first unless the persona lists it under `allow`
+     * (as well as when it is under `approve`).
+     */
+    byDefault?: boolean;
   };
   run(args: Args, ctx: ToolContext): Promise<string | ToolOutput>;
 }

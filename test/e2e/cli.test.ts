@@ -75,6 +75,22 @@ describe('parlor chat', () => {
     expect(fake.requests).toHaveLength(2);
   });
 
+  it('a persona made the README way (only SOUL.md) asks before shell_exec runs; "allow" in its tools.jsonc lets it run unasked, and doctor says so', async () => {
+    const dir = await writePersonas({ coder: { soul: 'You write code.' } });
+    fake.script({ toolCalls: [{ name: 'shell_exec', arguments: { command: 'id -un' } }] }, (req) => ({ text: `ran: ${req.body.messages.at(-1).content}` }));
+    const asked = await parlor(['chat', '--persona', 'coder'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir }, 'shell: id -un\n3\n');
+    expect(asked.stdout.split('\n').slice(0, 4)).toEqual(['🔐 coder wants to run shell_exec', '```', 'id -un', '```']);
+    expect(asked.stdout).toContain('ran: denied: shell_exec did not run');
+    expect(asked.stdout).not.toContain('exit=0');
+
+    await fs.writeFile(path.join(dir, 'coder', 'tools.jsonc'), '{ "allow": ["shell_exec"] }');
+    fake.script({ toolCalls: [{ name: 'shell_exec', arguments: { command: 'echo unasked' } }] }, (req) => ({ text: `ran: ${req.body.messages.at(-1).content}` }));
+    const unasked = await parlor(['chat', '--persona', 'coder'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir }, 'shell: echo unasked\n');
+    expect(unasked.stdout).toBe('ran: exit=0\nunasked');
+    const doctor = await parlor(['doctor'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
+    expect(doctor.stdout).toContain(`! approvals: persona coder runs shell_exec without asking (it is under "allow" in ${path.join(dir, 'coder', 'tools.jsonc')})`);
+  });
+
   it('says sorry, without a stack trace, when the model endpoint is down', async () => {
     const result = await parlor(
       ['chat'],

@@ -184,6 +184,24 @@ describe('ToolRunner.execute: failures while running', () => {
 describe('ToolRunner.execute: approvals', () => {
   const needsApproval = makePersona({ tools: { approve: ['danger'] } });
 
+  it('a tool that acts on the machine asks first though the persona lists nothing, and runs unasked only under "allow"', async () => {
+    const { tool, runs } = recordingTool('machine', () => 'acted');
+    const asksFirst = { ...tool, approval: { byDefault: true } };
+    const asked: string[] = [];
+    const gate: ApprovalGate = async (r) => {
+      asked.push(r.tool.name);
+      return { allowed: false, reason: 'denied by test' };
+    };
+    const runner = new ToolRunner([asksFirst], gate);
+    const plain = await runner.execute(call('machine', { text: 'x' }), [asksFirst], makeToolContext({ persona: makePersona() }));
+    expect(plain.content).toBe('denied: machine did not run (denied by test).');
+    expect(asked).toEqual(['machine']);
+    const allowed = await runner.execute(call('machine', { text: 'x' }), [asksFirst], makeToolContext({ persona: makePersona({ tools: { allow: ['machine'] } }) }));
+    expect(allowed.content).toBe('acted');
+    expect(asked).toEqual(['machine']);
+    expect(runs).toHaveLength(1);
+  });
+
   it('denies an approval-required tool when there is no approval gate, without running it', async () => {
     const { tool, runs } = recordingTool('danger');
     const runner = new ToolRunner([tool]);
