@@ -9,7 +9,7 @@ const forbiddenInCore = {
     // Inside src/, other folders are reached through the `#src/*` import map, so a relative `../` import can only
     // be a way out of the core (to connectors/ or tools/).
     { regex: '^\\.\\./', message: 'src/ must not import connectors/ or tools/ (DESIGN §1); use #src/... for core modules.' },
-    { regex: '^#(connectors|tools)/', message: 'only the composition root (src/app.ts, src/main.ts) wires in connectors/ and tools/ (DESIGN §1).' },
+    { regex: '^#(connectors|tools)/', message: 'only the composition root (src/app.ts, src/main.ts, src/cli/) wires in connectors/ and tools/ (DESIGN §1).' },
   ],
 };
 
@@ -24,7 +24,7 @@ export default tseslint.config(
   },
   {
     files: ['src/**/*.ts'],
-    ignores: ['src/app.ts', 'src/main.ts'],
+    ignores: ['src/app.ts', 'src/main.ts', 'src/cli/**'],
     rules: { 'no-restricted-imports': ['error', forbiddenInCore] },
   },
 );

@@ -1,9 +1,9 @@
 // The `parlor` command line.
-import { parseArgs } from 'node:util';
-import type { Logger } from 'pino';
-import { createTerminalConnector } from '#connectors/terminal.ts';
+import { readFileSync } from 'node:fs';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { createBuiltinTools } from '#tools/index.ts';
-import { createPlatformConnectors, startApp, type App } from './app.ts';
+import { chat } from '#src/cli/chat.ts';
+import { start } from '#src/cli/start.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { DatabaseUnavailableError } from '#src/db/client.ts';
@@ -12,118 +12,110 @@ import { createLogger } from '#src/log.ts';
 import { runDoctor } from '#src/doctor.ts';
 import { runMigrate } from '#src/migrate-command.ts';
 
+interface Command {
+  summary: string;
+  /** The command's own help: its usage line and options. */
+  help: string;
+  options: NonNullable<ParseArgsConfig['options']>;
+  run(settings: Settings, values: Record<string, unknown>): Promise<number>;
+}
+
+const COMMANDS: Record<string, Command> = {
+  start: {
+    summary: 'run Parlor: connectors, HTTP server and turn workers',
+    help: `Usage: parlor start [--role all|worker]
+
+Runs Parlor until Ctrl-C: the platform connectors whose tokens are set, the HTTP server and the turn workers.
+  --role all      everything (the default)
+  --role worker   turn jobs only, no connectors and no HTTP server; add it beside another process on the same database
+`,
+    options: { role: { type: 'string', default: 'all' } },
+    run: (settings, values) => start(settings, values as { role: string }),
+  },
+  chat: {
+    summary: 'talk to a persona in this terminal (pipe lines in to script it)',
+    help: `Usage: parlor chat [--persona NAME]
+
+Talks to a persona in this terminal: /new starts afresh, /stop interrupts, Ctrl-D quits. Piped input is one
+message per line, each answered before the next is sent.
+  --persona NAME  the persona to talk to (default: the one marked "default", then "assistant", then the first)
+`,
+    options: { persona: { type: 'string' } },
+    run: (settings, values) => chat(settings, values as { persona?: string }),
+  },
+  migrate: {
+    summary: 'apply database migrations and exit',
+    help: `Usage: parlor migrate
+
+Applies pending database migrations to DATABASE_URL (or the embedded Postgres) and exits. start and chat migrate on
+boot too.
+`,
+    options: {},
+    run: (settings) => runMigrate(settings, createLogger({ level: settings.logLevel, stream: 'stderr' })),
+  },
+  doctor: {
+    summary: 'check configuration, database, model endpoint and connector tokens',
+    help: `Usage: parlor doctor
+
+Checks each part a running Parlor needs (personas, database, model endpoint, connector tokens, the shell sandbox,
+approvals) and says how to fix what is wrong. Exits 1 if a check fails.
+`,
+    options: {},
+    run: (settings) => runDoctor(settings, process.stdout, { tools: createBuiltinTools({ timezone: settings.timezone }) }),
+  },
+};
+
 const USAGE = `Usage: parlor <command> [options]
 
 Commands:
-  start [--role all|worker]   run Parlor: connectors, HTTP server and turn workers (worker: turn jobs only)
-  chat [--persona NAME]       talk to a persona in this terminal (pipe lines in to script it)
-  migrate                     apply database migrations and exit
-  doctor                      check configuration, database, model endpoint and connector tokens
+${Object.entries(COMMANDS)
+  .map(([name, c]) => `  ${name.padEnd(10)}${c.summary}`)
+  .join('\n')}
+
+parlor <command> --help shows a command's options; parlor --version prints the version.
 `;
 
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/** A mistake on the command line: one line, the command's help pointed at, exit 2. */
+class UsageError extends Error {}
+
+function parse(name: string, command: Command, args: string[]): Record<string, unknown> {
+  try {
+    return parseArgs({ args, options: command.options, strict: true, allowPositionals: false }).values;
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    const message = (err as Error).message.replace(/\. To specify a positional argument.*$/s, '').replace(/\.$/, '');
+    if (code?.startsWith('ERR_PARSE_ARGS')) throw new UsageError(`parlor ${name}: ${message}; see parlor ${name} --help`);
+    throw err;
+  }
+}
+
 async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  if (!command || command === '--help' || command === '-h' || command === 'help') {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(USAGE);
-    return command ? 0 : 2;
+    return name ? 0 : 2;
   }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    process.stdout.write(`parlor ${version()}\n`);
+    return 0;
+  }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!command) {
+    process.stderr.write(`parlor: unknown command "${name}"\n\n${USAGE}`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(command.help);
+    return 0;
+  }
+  const values = parse(name, command, rest);
   loadDotEnv();
-  const settings = parseSettings(process.env);
-  switch (command) {
-    case 'start':
-      return start(settings, rest);
-    case 'chat':
-      return chat(settings, rest);
-    case 'migrate':
-      return runMigrate(settings, createLogger({ level: settings.logLevel, stream: 'stderr' }));
-    case 'doctor':
-      return runDoctor(settings, process.stdout, { tools: createBuiltinTools({ timezone: settings.timezone }) });
-    default:
-      process.stderr.write(`parlor: unknown command "${command}"\n\n${USAGE}`);
-      return 2;
-  }
-}
-
-async function start(settings: Settings, args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { role: { type: 'string', default: 'all' } } });
-  if (values.role !== 'all' && values.role !== 'worker') throw new ConfigError(`--role ${values.role} is not one of all, worker`);
-  const log = createLogger({ level: settings.logLevel });
-  const role = values.role;
-  // Connectors receive where this process serves the platforms; a `--role worker` only runs turns.
-  const app = await startApp({
-    settings,
-    log,
-    worker: true,
-    http: role === 'all',
-    connectors: role === 'all' ? () => createPlatformConnectors(settings, log) : undefined,
-  });
-  log.info({ personas: app.personas.map((p) => p.name), role }, 'Parlor is running; Ctrl-C stops it');
-  for (const id of Object.keys(settings.connectors)) {
-    if (role === 'all' && !app.connectors.has(id)) log.warn({ connector: id }, `${id} is configured but this version of Parlor has no ${id} connector yet`);
-  }
-  await untilSignal(app, log);
-  return 0;
-}
-
-async function chat(settings: Settings, args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { persona: { type: 'string' } } });
-  const interactive = Boolean(process.stdin.isTTY && process.stdout.isTTY);
-  // stdout carries the conversation; logs go to stderr, quiet unless asked for.
-  const log = createLogger({ level: process.env.LOG_LEVEL ? settings.logLevel : 'warn', stream: 'stderr' });
-  let done!: () => void;
-  const finished = new Promise<void>((resolve) => (done = resolve));
-  // The terminal may read a line before startApp has returned.
-  let ready!: (app: App) => void;
-  const appReady = new Promise<App>((resolve) => (ready = resolve));
-  const app = await startApp({
-    settings,
-    log,
-    worker: true,
-    http: false,
-    connectors: ({ personas }) => {
-      const persona = values.persona ?? (personas.find((p) => p.isDefault) ?? personas.find((p) => p.name === 'assistant') ?? personas[0]).name;
-      if (!personas.some((p) => p.name === persona)) {
-        throw new ConfigError(`no persona named "${persona}" in ${settings.personasDir} (have: ${personas.map((p) => p.name).join(', ')})`);
-      }
-      if (interactive) process.stdout.write(`Talking to ${persona}. /new starts afresh, /stop interrupts, Ctrl-D quits.\n`);
-      return [
-        createTerminalConnector({
-          persona,
-          input: process.stdin,
-          output: process.stdout,
-          interactive,
-          waitForIdle: (id) => appReady.then((a) => a.waitForIdle(id, undefined, { orQuestion: true })),
-          onDone: () => done(),
-        }),
-      ];
-    },
-  });
-  ready(app);
-  await Promise.race([finished, untilSignal(app, log, false)]);
-  await app.stop();
-  return 0;
-}
-
-function untilSignal(app: App, log: Logger, exitAfter = true): Promise<void> {
-  return new Promise((resolve) => {
-    let signals = 0;
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (++signals > 1) process.exit(130);
-      log.info({ signal }, 'shutting down');
-      const force = setTimeout(() => {
-        log.error('shutdown took too long; exiting');
-        process.exit(1);
-      }, 15_000);
-      force.unref();
-      void app.stop().finally(() => {
-        clearTimeout(force);
-        resolve();
-        if (exitAfter) process.exitCode = 0;
-      });
-    };
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-  });
+  return command.run(parseSettings(process.env), values);
 }
 
 main(process.argv.slice(2)).then(
@@ -133,9 +125,9 @@ main(process.argv.slice(2)).then(
     setTimeout(() => process.exit(code), 500).unref();
   },
   (err: unknown) => {
-    if (err instanceof ConfigError || err instanceof DatabaseUnavailableError || err instanceof EmbeddedPostgresError) {
-      process.stderr.write(`parlor: ${err.message}\n`);
-      process.exit(err instanceof ConfigError ? 2 : 1);
+    if (err instanceof UsageError || err instanceof ConfigError || err instanceof DatabaseUnavailableError || err instanceof EmbeddedPostgresError) {
+      process.stderr.write(`${err instanceof UsageError ? '' : 'parlor: '}${err.message}\n`);
+      process.exit(err instanceof UsageError || err instanceof ConfigError ? 2 : 1);
     }
     process.stderr.write(`parlor: unexpected error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exit(1);

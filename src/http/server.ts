@@ -2,6 +2,7 @@ import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Logger } from 'pino';
+import { ConfigError } from '#src/config/errors.ts';
 
 /**
  * The largest request body any route takes (an API answer, a webhook update: a few KB). A larger one is answered
@@ -41,7 +42,11 @@ export function createHttpApp(health: () => Promise<Record<string, unknown>>): H
 export async function listen(app: Hono, options: { host: string; port: number; log: Logger }): Promise<HttpServer> {
   const server = await new Promise<ServerType>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, hostname: options.host, port: options.port }, () => resolve(s));
-    s.once('error', reject);
+    s.once('error', (err: NodeJS.ErrnoException) => {
+      if (err.code === 'EADDRINUSE' || err.code === 'EACCES' || err.code === 'EADDRNOTAVAIL') {
+        void portProblem(err.code, options.host, options.port).then((message) => reject(new ConfigError(message)), reject);
+      } else reject(err);
+    });
   });
   const address = server.address();
   const port = typeof address === 'object' && address ? address.port : options.port;
@@ -54,4 +59,22 @@ export async function listen(app: Hono, options: { host: string; port: number; l
         server.close(() => resolve());
       }),
   };
+}
+
+/** What to do when the HTTP server cannot listen, in one line; says so when another Parlor holds the port. */
+async function portProblem(code: string, host: string, port: number): Promise<string> {
+  const where = `${host}:${port}`;
+  if (code === 'EACCES') return `PARLOR_HTTP_PORT=${port}: this user may not listen on ${where} (ports below 1024 need root); pick a port above 1024`;
+  if (code === 'EADDRNOTAVAIL') return `PARLOR_HTTP_HOST=${host} is not an address of this machine; use 127.0.0.1, 0.0.0.0 or one of its own addresses`;
+  let parlor = false;
+  try {
+    const response = await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${port}/healthz`, { signal: AbortSignal.timeout(1500) });
+    const body = (await response.json().catch(() => ({}))) as { personas?: unknown };
+    parlor = Array.isArray(body.personas);
+  } catch {
+    parlor = false;
+  }
+  return parlor
+    ? `another Parlor is already running on ${where} (PARLOR_HTTP_PORT); to add this process as a worker beside it, run parlor start --role worker, or set PARLOR_HTTP_PORT to a free port`
+    : `PARLOR_HTTP_PORT=${port}: ${where} is already in use by another program; set PARLOR_HTTP_PORT to a free port (0 picks one)`;
 }

@@ -109,6 +109,28 @@ describe('parlor chat', () => {
   });
 });
 
+describe('the command line', () => {
+  it('an unknown option is one line that points at the command\'s help, exit 2', async () => {
+    const result = await parlor(['chat', '--bogus'], {});
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr).toBe("parlor chat: Unknown option '--bogus'; see parlor chat --help");
+    const missing = await parlor(['start', '--role'], {});
+    expect(missing.exitCode).toBe(2);
+    expect(missing.stderr).toBe("parlor start: Option '--role <value>' argument missing; see parlor start --help");
+  });
+
+  it('--version prints the version, and each command has its own --help', async () => {
+    const pkg = JSON.parse(await fs.readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
+    expect((await parlor(['--version'], {})).stdout).toBe(`parlor ${pkg.version}`);
+    for (const [command, first] of [['start', 'Usage: parlor start [--role all|worker]'], ['chat', 'Usage: parlor chat [--persona NAME]'], ['migrate', 'Usage: parlor migrate'], ['doctor', 'Usage: parlor doctor']]) {
+      const help = await parlor([command, '--help'], {});
+      expect(help.exitCode).toBe(0);
+      expect(help.stdout.split('\n')[0]).toBe(first);
+    }
+    expect((await parlor(['--help'], {})).stdout).toContain('parlor <command> --help');
+  });
+});
+
 describe('configuration errors', () => {
   it('with no model configured, start exits 2 naming the variables and an example', async () => {
     const result = await parlor(['start'], { DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') });
@@ -139,6 +161,28 @@ describe('configuration errors', () => {
     const denied = await parlor(['start'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: denyTypo });
     expect(denied.exitCode).toBe(2);
     expect(denied.stderr).toContain('/deny/0 "send_mesage" is not a tool (did you mean "send_message"?)');
+  });
+
+  it('an HTTP port in use is one line: another program, or another Parlor (then: add this one with --role worker)', async () => {
+    const { createServer } = await import('node:http');
+    const other = createServer((req, res) => res.end(req.url === '/healthz' ? JSON.stringify({ status: 'ok', personas: ['assistant'] }) : 'hi'));
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const port = (other.address() as { port: number }).port;
+    const env = { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas'), PARLOR_HTTP_PORT: String(port) };
+    const parlorThere = await parlor(['start'], env);
+    expect(parlorThere.exitCode).toBe(2);
+    expect(parlorThere.stderr.trim().split('\n').at(-1)).toBe(
+      `parlor: another Parlor is already running on 127.0.0.1:${port} (PARLOR_HTTP_PORT); to add this process as a worker beside it, run parlor start --role worker, or set PARLOR_HTTP_PORT to a free port`,
+    );
+    expect(parlorThere.stderr).not.toMatch(/\n\s+at /);
+    other.removeAllListeners('request');
+    other.on('request', (_req, res) => res.end('not parlor'));
+    const programThere = await parlor(['start'], env);
+    expect(programThere.exitCode).toBe(2);
+    expect(programThere.stderr.trim().split('\n').at(-1)).toBe(
+      `parlor: PARLOR_HTTP_PORT=${port}: 127.0.0.1:${port} is already in use by another program; set PARLOR_HTTP_PORT to a free port (0 picks one)`,
+    );
+    await new Promise((resolve) => other.close(resolve));
   });
 
   it('an unreachable database is one clear line, exit 1', async () => {
