@@ -87,4 +87,60 @@ describe('formatting', () => {
     expect(parts.every((p) => p.html.replace(/<[^>]+>/g, '').trim().length > 0)).toBe(true);
     expect(parts.map((p) => p.plain).join('\n').match(/line of code/g)).toHaveLength(600);
   });
+
+  it('reads a ``` line inside a ```` block as code, and reopens a split block with its own fence and info string', () => {
+    const code = `${'echo filler\n'.repeat(400)}\`\`\`\n[a]: x "$(touch /tmp/PWNED)"\n~~~~\nlast line`;
+    const pieces = splitText(`\`\`\`\`sh\n${code}\n\`\`\`\``, 4096);
+    expect(pieces.length).toBeGreaterThan(1);
+    for (const piece of pieces) {
+      expect(piece.startsWith('````sh\n')).toBe(true);
+      expect(piece.endsWith('\n````')).toBe(true);
+    }
+    // The code, piece after piece, is the code: nothing added, nothing lost.
+    expect(pieces.map((p) => p.slice('````sh\n'.length, -'\n````'.length)).join('\n')).toBe(code);
+    const last = formatForTelegram(`\`\`\`\`sh\n${code}\n\`\`\`\``).at(-1)!.html;
+    expect(last).toContain('```\n[a]: x "$(touch /tmp/PWNED)"\n~~~~\nlast line</code></pre>');
+  });
+
+  it('closes a fence only with the same character, at least as long, alone on its line', () => {
+    const code = ['~~~', '``` x', '````', ' `````', '~~~~ info', 'end'].join('\n');
+    expect(markdownToTelegramHtml(`~~~~\n${code}\n~~~~`)).toBe(`<pre><code>${code}</code></pre>`);
+    const pieces = splitText(`~~~~\n${`${code}\n`.repeat(200)}~~~~\nafter`, 1000);
+    expect(pieces.slice(0, -1).every((p) => p.startsWith('~~~~\n') && p.endsWith('\n~~~~'))).toBe(true);
+    expect(pieces.at(-1)!.endsWith('after')).toBe(true);
+  });
+
+  it("cuts before a fence's opening line, never in it or just after it, and cuts a long line of code inside the block", () => {
+    const opening = `\`\`\`\`sh ${'title '.repeat(30)}`;
+    const pieces = splitText(`${'x'.repeat(500)}\n${opening}\n${'y'.repeat(3000)}\n\`\`\`\``, 1000);
+    expect(pieces[0]).toBe('x'.repeat(500));
+    for (const piece of pieces.slice(1)) expect(piece.startsWith(`${opening}\n`) && piece.endsWith('\n````')).toBe(true);
+    expect(pieces.slice(1).map((p) => p.slice(opening.length + 1, -5)).join('')).toBe('y'.repeat(3000));
+  });
+
+  it('leaves the lines of a code block alone when bounding nesting, whatever shorter fence lines it holds', () => {
+    const deep = '> '.repeat(12) + 'x';
+    expect(boundNesting(`\`\`\`\`\n\`\`\`\n${deep}\n\`\`\`\`\n${deep}`)).toBe(`\`\`\`\`\n\`\`\`\n${deep}\n\`\`\`\`\n${'> '.repeat(8)}x`);
+  });
+
+  it('sends as written a block whose fence is too long to repeat in every part, losing nothing', () => {
+    const fence = '`'.repeat(1200);
+    const text = `${fence}\n${'code line\n'.repeat(700)}${fence}`;
+    const parts = formatForTelegram(text);
+    expect(parts.length).toBeGreaterThan(1);
+    expect(parts.every((p) => p.html.length <= 4096 && p.html === p.plain)).toBe(true);
+    expect(parts.map((p) => p.plain).join('\n')).toBe(text);
+  });
+
+  it('sends a part as written when the parser would not show its code block as code', () => {
+    // An HTML block takes the fence and ends at the blank line: the definition after it would be read as Markdown and
+    // vanish, so the part goes out as it is.
+    const text = '<details>\n```\nline\n\n[a]: x "$(touch /tmp/PWNED)"\n```\n</details>';
+    expect(formatForTelegram(text)).toEqual([{ html: text.replace(/</g, '&lt;').replace(/>/g, '&gt;'), plain: text }]);
+  });
+
+  it('keeps the lines of code in a list item as written', () => {
+    expect(markdownToTelegramHtml('- a\n  ```\n  one\n  two\n  ```\n- b')).toBe('• a<pre><code>one\ntwo</code></pre>\n• b');
+  });
 });
+
