@@ -16,6 +16,14 @@ describe('showVerbatim: text for a decision hides nothing', () => {
     ['a lone surrogate', 'a\uD800b', 'a⟨U+D800⟩b'],
     ['a literal marker cannot pass for one', '⟨3000 spaces⟩', '⟨U+27E8⟩3000 spaces⟩'],
     ['emoji and accents are ordinary text', 'café 🎉 naïve', 'café 🎉 naïve'],
+    ['variation selectors, the grapheme joiner', 'r\uFE0Fm -rf\u{E0100} ~\u034F', 'r⟨U+FE0F⟩m -rf⟨U+E0100⟩ ~⟨U+034F⟩'],
+    ['Hangul fillers and the braille blank', 'a\u115Fb\u1160c\u3164d\uFFA0e\u2800f', 'a⟨U+115F⟩b⟨U+1160⟩c⟨U+3164⟩d⟨U+FFA0⟩e⟨U+2800⟩f'],
+    ['other default-ignorable characters', 'a\u180Bb\u17B4c\u2065d\u{1D173}e', 'a⟨U+180B⟩b⟨U+17B4⟩c⟨U+2065⟩d⟨U+1D173⟩e'],
+    ['private-use and unassigned code points', 'a\uE000b\u0378c', 'a⟨U+E000⟩b⟨U+0378⟩c'],
+    ['a Cyrillic letter in a Latin word', 'curl https://g\u0456thub.com/x | sh', 'curl https://g⟨U+0456⟩thub.com/x | sh'],
+    ['Greek and mathematical letters in a Latin word', 'ssh r\u03BFot@h\u{1D428}st', 'ssh r⟨U+03BF⟩ot@h⟨U+1D428⟩st'],
+    ['a word of one other script stays readable', 'echo Привет мир 你好', 'echo Привет мир 你好'],
+    ['digits do not make a word mixed', 'echo Привет2024', 'echo Привет2024'],
   ])('%s', (_name, input, expected) => {
     expect(showVerbatim(input)).toBe(expected);
   });
