@@ -18,6 +18,11 @@ const APPROVAL_CHOICES: Choice[] = [
   { id: 'deny', label: 'Deny' },
 ];
 
+/** The approval question: who wants to run which tool (and who asked, when elsewhere), then the call as shown. */
+export function approvalText(ask: { persona: string; tool: string; askedBy?: string; summary: string }): string {
+  return `🔐 ${ask.persona} wants to run ${ask.tool}${ask.askedBy ? ` (asked by ${ask.askedBy})` : ''}\n${ask.summary}`;
+}
+
 /**
  * Where an approval is asked: where an approver sees it. The turn's own chat when the person who asked may approve
  * (or is the local owner); else the persona's primary chat; else the first approver's DM. `askedBy` names the
@@ -66,7 +71,7 @@ export function createApprovalGate(deps: { db: Queryable; waitForAnswer: WaitFor
         kind: 'approval',
         method: 'approve',
         data: { tool: tool.name, scope, args },
-        text: `🔐 ${persona.name} wants to run ${tool.name}${askedBy ? ` (asked by ${askedBy})` : ''}\n${summary}`,
+        text: approvalText({ persona: persona.name, tool: tool.name, askedBy, summary }),
         choices: APPROVAL_CHOICES,
         timeoutMs: (persona.tools.approvalTimeoutSeconds ?? 0) * 1000 || DEFAULT_APPROVAL_TIMEOUT_MS,
         destination,

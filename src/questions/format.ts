@@ -2,6 +2,7 @@
 import type { InboundEvent } from '#src/connector.ts';
 import type { QuestionAnswer, QuestionRow } from '#src/db/questions.ts';
 import type { ChoiceSpec } from '#src/tools/types.ts';
+import { shortQuestionId } from './codec.ts';
 
 export const MAX_CHOICES = 5;
 export const INACTIVE = 'This button is no longer active.';
@@ -61,9 +62,24 @@ export function closedNotice(row: QuestionRow): string {
  */
 export const LONG_QUESTION = 1500;
 
+/**
+ * A long question's first line with its short id: its text and its buttons message both begin so, and so does the
+ * outcome, so that two long questions asked at once in one chat are told apart.
+ */
+function longQuestionLabel(row: Pick<QuestionRow, 'id' | 'text'>): string {
+  return `${row.text.split('\n')[0]} · Q#${shortQuestionId(row.id)}`;
+}
+
+/** What a question's first message says: the question, a long one with its short id on its first line. */
+export function questionText(row: Pick<QuestionRow, 'id' | 'text'>): string {
+  if (row.text.length <= LONG_QUESTION) return row.text;
+  const newline = row.text.indexOf('\n');
+  return newline < 0 ? longQuestionLabel(row) : longQuestionLabel(row) + row.text.slice(newline);
+}
+
 /** The short message under a long question's text that carries its buttons. */
-export function buttonsLine(row: Pick<QuestionRow, 'text'>): string {
-  return `${row.text.split('\n')[0]} (shown above)`;
+export function buttonsLine(row: Pick<QuestionRow, 'id' | 'text'>): string {
+  return `${longQuestionLabel(row)} (shown above)`;
 }
 
 /** The question's message once it is resolved: what was asked (a long one: its first line), and what came of it. */

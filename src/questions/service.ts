@@ -31,7 +31,7 @@ import type { JobSystem } from '#src/jobs/boss.ts';
 import { withRetries } from '#src/retry.ts';
 import type { ChoiceSpec, DeliveryTarget, RemoteMethodRequest } from '#src/tools/types.ts';
 import { decodeChoice, encodeChoice, newQuestionId, shortQuestionId } from './codec.ts';
-import { buttonsLine, closedNotice, closedText, INACTIVE, LONG_QUESTION, normalizeChoices, pickChoice, view, who, type QuestionView } from './format.ts';
+import { buttonsLine, closedNotice, closedText, INACTIVE, LONG_QUESTION, normalizeChoices, pickChoice, questionText, view, who, type QuestionView } from './format.ts';
 import { createApprovalGate } from './approvals.ts';
 import { answerForResult, mayAnswerByTyping, mayAnswerClick } from './permissions.ts';
 import { summarizeArgs } from './summary.ts';
@@ -242,11 +242,29 @@ export function createQuestions(deps: QuestionsDeps) {
     }
   };
 
+  /** Questions being shown in this process, by chat: the last one's sending, which the next one waits for. */
+  const showing = new Map<string, Promise<unknown>>();
+
   /**
    * Sends the question's message with its buttons; returns an error text when it could not be sent. A long question
-   * goes as its text, then a short message with the buttons (the one updated once it is answered).
+   * goes as its text, then a short message with the buttons (the one updated once it is answered), replying to the
+   * text when its id is known, both naming the question's short id. A question's messages go out back to back: other
+   * questions for the same chat wait until they are out. That holds within a process; questions that processes show
+   * at once in one chat may still interleave, and their short ids tell them apart.
    */
-  async function show(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
+  function show(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
+    const key = JSON.stringify([destination.connector, destination.chat, destination.thread ?? null]);
+    const previous = showing.get(key) ?? Promise.resolve();
+    const sending = previous.then(() => send(row, destination));
+    const settled = sending.catch(() => {});
+    showing.set(key, settled);
+    void settled.then(() => {
+      if (showing.get(key) === settled) showing.delete(key);
+    });
+    return sending;
+  }
+
+  async function send(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
     const where = {
       turnId: row.turnId ?? undefined,
       conversationId: row.conversationId,
@@ -255,14 +273,18 @@ export function createQuestions(deps: QuestionsDeps) {
       thread: destination.thread,
     };
     const long = row.text.length > LONG_QUESTION;
+    let textId: string | undefined;
     if (long) {
-      const body = await deps.delivery.deliver({ ...where, dedupeKey: `question:${row.id}:text`, replyTo: destination.replyTo, text: row.text });
+      const body = await deps.delivery.deliver({ ...where, dedupeKey: `question:${row.id}:text`, replyTo: destination.replyTo, text: questionText(row) });
       if (body.status === 'failed') return body.error ?? 'delivery failed';
+      // Sent (now or before): the buttons reply to its first part, which begins with the question's short id.
+      const sent = body.status === 'queued' ? undefined : await outboundByKey(db, `question:${row.id}:text`);
+      textId = sent?.status === 'sent' ? sent.ids[0] : undefined;
     }
     const result = await deps.delivery.deliver({
       ...where,
       dedupeKey: `question:${row.id}`,
-      replyTo: long ? undefined : destination.replyTo,
+      replyTo: long ? textId : destination.replyTo,
       text: long ? buttonsLine(row) : row.text,
       buttons: row.choices.length ? [row.choices.map((c) => ({ label: c.label, data: encodeChoice(row.id, c.id) }))] : undefined,
     });

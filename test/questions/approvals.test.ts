@@ -103,21 +103,56 @@ describe('what is approved is what is shown', () => {
     expect(chat.sent.at(-1)!.text).toMatch(/denied: run_it did not run \(the call is \d+ characters long as shown, over the 12000/);
   });
 
-  it('a long question is shown as its text, then a short message with the buttons; the answer updates only that one', async () => {
+  it('a long question is shown as its text, then a short message with the buttons replying to it, both naming the question; the answer updates only that one', async () => {
     const command = Array.from({ length: 60 }, (_, i) => `echo line ${i} of a long script`).join('\n');
     h.fake.script({ toolCalls: [{ name: 'run_it', arguments: { command } }] }, { text: 'done' });
     await chat.inject({ text: 'run the script' });
     const question = await waitForQuestion();
+    const label = `🔐 testy wants to run run_it · Q#${question.id.slice(0, 6)}`;
     const [text, buttons] = chat.sent.slice(-2);
+    expect(text.text.startsWith(`${label}\n`)).toBe(true);
     expect(text.text).toContain('echo line 59 of a long script');
     expect(text.buttons).toBeUndefined();
-    expect(buttons.text).toBe('🔐 testy wants to run run_it (shown above)');
+    expect(buttons.text).toBe(`${label} (shown above)`);
+    expect(buttons.replyTo).toBe(`out-${chat.sent.length - 1}`);
     expect(buttons.buttons?.[0].map((b) => b.label)).toEqual(['Allow once', 'Always allow', 'Deny']);
     await click(question.id, 'once');
     const [edit] = await chat.waitForEdits(1);
-    expect(edit.text).toBe('🔐 testy wants to run run_it (shown above)\n\n✅ Allowed once by u1');
+    expect(edit.text).toBe(`${label} (shown above)\n\n✅ Allowed once by u1`);
     await h.app.waitForIdle('testy:chat:u1');
     expect(ran).toEqual([command]);
+  });
+
+  it('two long approvals asked at once come each as its text then its buttons, back to back, so neither is taken for the other', async () => {
+    const script = (name: string) => Array.from({ length: 60 }, (_, i) => `echo ${name} line ${i} of a long script`).join('\n');
+    const send = chat.send;
+    // A platform that takes its time: both questions are being shown at once.
+    chat.send = async (message) => {
+      await new Promise((r) => setTimeout(r, 150));
+      return send(message);
+    };
+    try {
+      h.fake.script({ toolCalls: [{ name: 'run_it', arguments: { command: script('first') } }, { name: 'run_it', arguments: { command: script('second') } }] }, { text: 'done' });
+      await chat.inject({ text: 'run both scripts' });
+      await chat.waitForSent(4);
+      const questions = await h.query<{ id: string; text: string }>(sql`select id, text from questions where status = 'pending'`);
+      expect(questions).toHaveLength(2);
+      const sent = chat.sent.slice(0, 4);
+      for (const at of [0, 2]) {
+        const [text, buttons] = [sent[at], sent[at + 1]];
+        const question = questions.find((q) => text.text.startsWith(`🔐 testy wants to run run_it · Q#${q.id.slice(0, 6)}\n`));
+        expect(question, `message ${at + 1} is the text of a question`).toBeDefined();
+        expect(text.text).toContain(question!.text.split('\n').slice(1).join('\n'));
+        expect(buttons.text).toBe(`🔐 testy wants to run run_it · Q#${question!.id.slice(0, 6)} (shown above)`);
+        expect(buttons.replyTo).toBe(`out-${at + 1}`);
+        expect(buttons.buttons?.[0].map((b) => b.data)).toEqual(['once', 'always', 'deny'].map((c) => `q:${question!.id}:${c}`));
+      }
+      for (const question of questions) await click(question.id, 'once');
+      await h.app.waitForIdle('testy:chat:u1');
+      expect(ran.sort()).toEqual([script('first'), script('second')]);
+    } finally {
+      chat.send = send;
+    }
   });
 });
 
