@@ -155,6 +155,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       history: options.history,
       questions,
       scheduler,
+      modelUrl: llm && modelEndpoint(llm),
       awaitDownloads: (conversationId, turnId, signal) => awaitAttachmentDownloads(database.db, conversationId, turnId, undefined, signal),
     });
     const commands = createCommandHandler({

@@ -3,6 +3,7 @@ import { ConfigError } from '#src/config/errors.ts';
 import { loadPersonas, type Persona } from '#src/config/persona.ts';
 import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
 import { startEmbeddedPostgres } from '#src/db/embedded-postgres.ts';
+import { modelEndpoint } from '#src/llm/index.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
@@ -123,20 +124,36 @@ function checkShellSandbox(settings: Settings): string | { warning: string } {
   return status.available ? status.detail : `${status.detail}; no persona runs shell_exec`;
 }
 
+/**
+ * The model endpoint answers, knows the model, and takes the key. A 404 is not "reachable": the commonest cause is a
+ * base URL without its `/v1`, which is looked for and named.
+ */
 async function checkModel(settings: Settings): Promise<string> {
   const llm = requireModel(settings);
-  const base = llm.baseUrl ?? (llm.provider === 'anthropic' ? 'https://api.anthropic.com' : 'https://api.openai.com/v1');
-  const url = llm.provider === 'anthropic' ? `${base.replace(/\/v1$/, '')}/v1/models` : `${base}/models`;
+  const base = modelEndpoint(llm);
+  const modelsUrl = (root: string) => (llm.provider === 'anthropic' ? `${root.replace(/\/v1$/, '')}/v1/models` : `${root}/models`);
   const headers: Record<string, string> =
     llm.provider === 'anthropic'
       ? { 'x-api-key': llm.apiKey ?? '', 'anthropic-version': '2023-06-01' }
       : llm.apiKey
         ? { authorization: `Bearer ${llm.apiKey}` }
         : {};
-  const response = await fetchWithTimeout(url, headers, 'LLM_BASE_URL');
+  const response = await fetchWithTimeout(modelsUrl(base), headers, 'LLM_BASE_URL');
   if (response.status === 401 || response.status === 403) throw new Error(`${base} refused the API key (HTTP ${response.status}); check LLM_API_KEY`);
-  if (!response.ok && response.status !== 404) throw new Error(`${base} answered HTTP ${response.status}; check LLM_BASE_URL`);
-  return `${llm.provider} ${llm.model} at ${base} is reachable`;
+  if (response.status === 404) {
+    if (llm.provider === 'openai' && !/\/v1$/.test(base)) {
+      const withV1 = await fetchWithTimeout(modelsUrl(`${base}/v1`), headers, 'LLM_BASE_URL').catch(() => undefined);
+      if (withV1?.ok) throw new Error(`${base} has no API there (HTTP 404), but ${base}/v1 has; set LLM_BASE_URL=${base}/v1`);
+    }
+    throw new Error(`${modelsUrl(base)} answered HTTP 404: this is not an ${llm.provider === 'anthropic' ? 'Anthropic' : 'OpenAI-compatible'} API; check LLM_BASE_URL${llm.provider === 'openai' ? ' (most servers want it to end in /v1)' : ''}`);
+  }
+  if (!response.ok) throw new Error(`${base} answered HTTP ${response.status}; check LLM_BASE_URL`);
+  const listed = ((await response.json().catch(() => ({}))) as { data?: { id?: unknown }[] }).data?.map((m) => m.id).filter((id): id is string => typeof id === 'string') ?? [];
+  // A server that lists its models must list this one; some list none, and some serve more than they list.
+  if (listed.length > 0 && listed.length < 1000 && !listed.includes(llm.model)) {
+    throw new Error(`${base} does not serve a model named "${llm.model}" (it serves ${listed.slice(0, 10).join(', ')}${listed.length > 10 ? ', …' : ''}); check LLM_MODEL`);
+  }
+  return `${llm.provider} ${llm.model} at ${base} is reachable${listed.includes(llm.model) ? ' and serves the model' : ''}`;
 }
 
 async function fetchWithTimeout(url: string, headers: Record<string, string>, variable: string): Promise<Response> {

@@ -52,6 +52,8 @@ export interface LoopResult {
   error?: string;
   /** A few words people may see (a background turn's warning): never a provider's raw error. */
   reason?: string;
+  /** The model call that ended the turn, when one did: for the log (status, kind and the provider's message). */
+  modelError?: { status?: number; kind: string; message: string };
   usage: Usage;
   modelCalls: number;
 }
@@ -135,7 +137,13 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
     } catch (err) {
       if (options.signal?.aborted) return finish({ status: 'cancelled' });
       const error = err instanceof ModelError ? err : new ModelError({ message: String(err), kind: 'request' }, { cause: err });
-      return finish({ status: 'failed', error: `model: ${error.message}`, reason: shortReason(error), reply: options.background ? undefined : apology(error) });
+      return finish({
+        status: 'failed',
+        error: `model: ${error.message}`,
+        reason: shortReason(error),
+        modelError: { status: error.status, kind: error.kind, message: error.message },
+        reply: options.background ? undefined : apology(error),
+      });
     } finally {
       options.signal?.removeEventListener('abort', abortCall);
     }

@@ -37,6 +37,8 @@ export interface TurnRunnerDeps {
   questions?: Pick<Questions, 'remoteMethod' | 'ask'>;
   /** Wake-ups, reminders and schedules for the tools. */
   scheduler?: Pick<Scheduler, 'forTurn'>;
+  /** Where the model's requests go, for the log of a failed call. */
+  modelUrl?: string;
   /** Resolves once the files of the messages this turn reads are saved (or given up on), so the model sees them. */
   awaitDownloads?: (conversationId: string, turnId: string, signal: AbortSignal) => Promise<void>;
 }
@@ -306,6 +308,10 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       summary: result.summary,
       error: result.error,
     });
+    if (result.modelError) {
+      // The one line that says why a user got an apology: the endpoint, what it answered and what it said.
+      log.warn({ url: deps.modelUrl, status: result.modelError.status, kind: result.modelError.kind, error: result.modelError.message }, 'the model call failed; the turn ends without an answer');
+    }
     log.info({ status: result.status, modelCalls: result.modelCalls, tokens: result.usage }, 'turn finished');
   }
 

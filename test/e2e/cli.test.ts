@@ -205,6 +205,34 @@ describe('configuration errors', () => {
     expect(healthy.exitCode).toBe(0);
   });
 
+  it('doctor does not call a 404 reachable: a base URL missing its /v1 is named with the fix, and a model the server does not serve is named', async () => {
+    const { createServer } = await import('node:http');
+    // Like Ollama: the API lives under /v1 only.
+    const ollama = createServer((req, res) => {
+      if (req.url === '/v1/models') return res.end(JSON.stringify({ object: 'list', data: [{ id: 'llama3.1' }, { id: 'qwen2.5' }] }));
+      res.writeHead(404).end('404 page not found');
+    });
+    await new Promise<void>((resolve) => ollama.listen(0, '127.0.0.1', resolve));
+    const origin = `http://127.0.0.1:${(ollama.address() as { port: number }).port}`;
+    const env = { DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') };
+    const noV1 = await parlor(['doctor'], { ...env, LLM_BASE_URL: origin, LLM_MODEL: 'llama3.1' });
+    expect(noV1.exitCode).toBe(1);
+    expect(noV1.stdout).toContain(`✗ model: ${origin} has no API there (HTTP 404), but ${origin}/v1 has; set LLM_BASE_URL=${origin}/v1`);
+    const wrongModel = await parlor(['doctor'], { ...env, LLM_BASE_URL: `${origin}/v1`, LLM_MODEL: 'llama3' });
+    expect(wrongModel.stdout).toContain(`✗ model: ${origin}/v1 does not serve a model named "llama3" (it serves llama3.1, qwen2.5); check LLM_MODEL`);
+    const fine = await parlor(['doctor'], { ...env, LLM_BASE_URL: `${origin}/v1`, LLM_MODEL: 'llama3.1' });
+    expect(fine.stdout).toContain(`✓ model: openai llama3.1 at ${origin}/v1 is reachable and serves the model`);
+    await new Promise((resolve) => ollama.close(resolve));
+  });
+
+  it('a model error in a turn is logged at warn with the endpoint, the status and the provider\'s message', async () => {
+    fake.script({ status: 404, text: 'model "nope" not found, try pulling it first' });
+    const result = await parlor(['chat'], { ...model(), LOG_LEVEL: 'warn', DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') }, 'hello\n');
+    expect(result.stdout).toBe('Sorry, the model rejected that request, so I could not answer.');
+    const line = result.stderr.split('\n').map((l) => { try { return JSON.parse(l); } catch { return undefined; } }).find((l) => l?.msg?.startsWith('the model call failed'));
+    expect(line).toMatchObject({ level: 40, url: fake.openaiBaseUrl, status: 404, error: expect.stringContaining('model "nope" not found') });
+  });
+
   it('doctor warns, without failing, about every persona that cannot run shell_exec for want of a sandbox or runs it unsandboxed', async () => {
     // A PATH with node and nothing else: no bubblewrap.
     const bin = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-path-'));
