@@ -255,7 +255,7 @@ export function createQuestions(deps: QuestionsDeps) {
   function show(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
     const key = JSON.stringify([destination.connector, destination.chat, destination.thread ?? null]);
     const previous = showing.get(key) ?? Promise.resolve();
-    const sending = previous.then(() => send(row, destination));
+    const sending = previous.then(() => sendQuestion(row, destination));
     const settled = sending.catch(() => {});
     showing.set(key, settled);
     void settled.then(() => {
@@ -264,7 +264,7 @@ export function createQuestions(deps: QuestionsDeps) {
     return sending;
   }
 
-  async function send(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
+  async function sendQuestion(row: QuestionRow, destination: DeliveryTarget): Promise<string | undefined> {
     const where = {
       turnId: row.turnId ?? undefined,
       conversationId: row.conversationId,
