@@ -282,6 +282,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       onEvent: async (event) => {
         if (event.type === 'message' && !event.fromInbox) {
           await insertMessage(db, { conversationId: data.conversationId, turnId, message: event.message });
+          const { message } = event;
+          if (data.kind !== 'user' && message.role === 'assistant' && !message.toolCalls?.length && message.content.trim()) {
+            // A weak model's commonest mistake: its answer is text, which a background turn sends nowhere.
+            log.info(
+              { text: message.content.trim().split('\n')[0].slice(0, 200) },
+              `a ${data.kind} turn answered in plain text, which reaches no one; only send_message and reply_to_origin speak`,
+            );
+          }
         } else if (event.type === 'model_end') {
           log.debug({ iteration: event.iteration, usage: event.usage, ms: event.ms }, 'model call finished');
         } else if (event.type === 'tool_end') {

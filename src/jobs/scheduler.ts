@@ -25,6 +25,7 @@ import {
 import type { DeliveryTarget, Origin, ReminderView, ScheduleView, SchedulingApi, TurnKind } from '#src/tools/types.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES, type CronJobData, type ReminderJobData, type TurnJobData } from './queues.ts';
+import { watchScheduleFiles } from './schedule-watch.ts';
 
 /** Tells every process that the next due time may have changed. */
 const TIMER_CHANNEL = 'parlor_timer';
@@ -446,6 +447,7 @@ export function createScheduler(deps: {
     await syncSchedules();
   }
   let housekeepingTimer: NodeJS.Timeout | undefined;
+  let watcher: { stop(): void } | undefined;
   let housekeepingRun: Promise<void> | undefined;
 
   return {
@@ -480,6 +482,16 @@ export function createScheduler(deps: {
       listener = await deps.database.sql.listen(TIMER_CHANNEL, onTimerNotice);
       await syncSchedules();
       await arm();
+      watcher = watchScheduleFiles(
+        deps.personas(),
+        (persona) => {
+          currentSchedules(persona);
+          void syncSchedules(persona)
+            .then(() => log.info({ persona: persona.name }, 'schedules.jsonc changed; schedules updated'))
+            .catch((err: unknown) => log.warn({ err, persona: persona.name }, 'schedules could not be updated after an edit'));
+        },
+        log,
+      );
       housekeepingTimer = setInterval(() => {
         housekeepingRun ??= housekeeping()
           .catch((err: unknown) => log.warn({ err }, 'scheduler housekeeping failed'))
@@ -489,6 +501,7 @@ export function createScheduler(deps: {
     },
     async stop() {
       stopped = true;
+      watcher?.stop();
       clearTimeout(timer);
       clearInterval(housekeepingTimer);
       await housekeepingRun;

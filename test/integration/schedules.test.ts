@@ -425,6 +425,22 @@ describe('heartbeat and cron schedules', () => {
     });
   });
 
+  describe('hand edits', () => {
+    it('an entry added to schedules.jsonc by hand becomes a pg-boss schedule within seconds, and one removed by hand goes', async () => {
+      const original = await fs.readFile(schedulesFile, 'utf8');
+      const withHandEdit = original.replace(
+        /\n\]\s*$/,
+        ',\n  // added by hand in an editor\n  { "name": "by-hand", "type": "cron", "cron": "15 9 * * *", "prompt": "Hand-made" }\n]\n',
+      );
+      // As an editor saves: to a temporary file, then renamed over the old one.
+      await fs.writeFile(`${schedulesFile}.swp`, withHandEdit);
+      await fs.rename(`${schedulesFile}.swp`, schedulesFile);
+      await until(async () => (await cronSchedules()).some((c) => c.key === 'testy/by-hand'), 'the hand-added entry on pg-boss', 5_000);
+      await fs.writeFile(schedulesFile, original);
+      await until(async () => !(await cronSchedules()).some((c) => c.key === 'testy/by-hand'), 'the hand-removed entry off pg-boss', 5_000);
+    });
+  });
+
   describe('edits that could go wrong', () => {
     it('update with deliver null removes the target, so the entry goes back to the primary', async () => {
       await schedulingApi().addSchedule({ name: 'tmp-deliver', type: 'cron', cron: '0 9 * * *', prompt: 'p', deliver: { connector: 'chat', to: 'u2' } });
