@@ -251,6 +251,8 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
       const signal = AbortSignal.any([stopper.signal, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
       const response = await fetch(`${options.apiRoot ?? 'https://api.telegram.org'}/file/bot${options.token}/${file.file_path}`, { signal });
       if (!response.ok || !response.body) throw new Error(`file download answered HTTP ${response.status}`);
+      // `directory` is a folder of Parlor's own that no command sees; the core moves the finished file into the
+      // workspace, through the one helper that never writes through a symlink a command put there.
       await fs.mkdir(directory, { recursive: true });
       const target = path.join(directory, uploadName(attachment, file.file_path));
       // Streamed to a hidden name, then renamed: a half-written file never looks like a finished one.

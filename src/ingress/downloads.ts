@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { Connector } from '#src/connector.ts';
@@ -7,6 +8,7 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { liveSessions, lockMessage, lockMessageWithDownload, messagesWithPendingDownloads, replaceMessageContent } from '#src/db/message-attachments.ts';
 import { sleep } from '#src/retry.ts';
+import { placeWorkspaceFile, removeWorkspaceFile, workspaceFolderBytes, WorkspacePathError } from '#src/tools/workspace-io.ts';
 import { storedAttachments, withAttachments, type StoredAttachment } from './attachment-text.ts';
 
 export const DEFAULT_MAX_FILE_BYTES = 20 * 1024 * 1024;
@@ -81,41 +83,49 @@ export function createAttachmentDownloads(options: DownloadOptions) {
 
   async function fetchOne(conversationId: string, persona: Persona, connector: Connector, attachment: StoredAttachment): Promise<void> {
     const log = options.log.child({ connector: connector.id, conversation: conversationId, attachment: attachment.name ?? attachment.type });
-    const dir = path.join(persona.workspace, UPLOADS);
     const declared = attachment.size ?? 0;
+    // The connector saves into a folder of Parlor's own, which no command can see or change; only
+    // placeWorkspaceFile moves the finished file into the workspace (see workspace-io.ts for why).
+    let staging: string | undefined;
     try {
-      const used = (await directoryBytes(dir)) + (reserved.get(persona.name) ?? 0);
+      const used = (await workspaceFolderBytes(persona.workspace, UPLOADS)) + (reserved.get(persona.name) ?? 0);
       if (used + declared > uploadCap) {
         log.warn({ persona: persona.name, used, size: declared, cap: uploadCap }, 'attachment not downloaded: the persona\'s upload space is full');
         await settle(conversationId, attachment.downloadId!, { notDownloaded: UPLOAD_SPACE_FULL });
         return;
       }
       reserved.set(persona.name, (reserved.get(persona.name) ?? 0) + declared);
-      let saved: string | undefined;
+      let saved: string;
       try {
-        saved = await connector.download!(attachment, dir);
-        const actual = (await fs.stat(saved)).size;
+        staging = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-download-'));
+        const staged = await connector.download!(attachment, staging);
+        if (path.dirname(staged) !== staging) throw new Error(`the connector saved the file outside the folder it was given (${staged})`);
+        const actual = (await fs.stat(staged)).size;
         // A size the platform did not declare (or declared wrong) is checked once the file is here.
         if (used + actual > uploadCap) {
-          await fs.rm(saved, { force: true });
           log.warn({ persona: persona.name, used, size: actual, cap: uploadCap }, 'attachment removed: the persona\'s upload space is full');
           await settle(conversationId, attachment.downloadId!, { notDownloaded: UPLOAD_SPACE_FULL });
           return;
         }
+        saved = await placeWorkspaceFile(persona.workspace, UPLOADS, path.basename(staged), staged);
       } finally {
         reserved.set(persona.name, (reserved.get(persona.name) ?? 0) - declared);
       }
-      const recorded = await settle(conversationId, attachment.downloadId!, { path: path.relative(persona.workspace, saved) });
+      const recorded = await settle(conversationId, attachment.downloadId!, { path: saved });
       // The turn reading the message gave up waiting and told the model the file is not there: keep it so.
-      if (!recorded) await fs.rm(saved, { force: true });
+      if (!recorded) await removeWorkspaceFile(persona.workspace, saved);
       else log.debug({ path: saved }, 'attachment downloaded');
     } catch (err) {
       // Cut off by shutdown: left pending, so the turn reading it sees this process gone and says so.
       if (stopping) return;
-      log.warn({ err }, 'attachment could not be downloaded');
-      await settle(conversationId, attachment.downloadId!, { notDownloaded: 'the download failed' }).catch((e: unknown) =>
+      // The uploads folder is a symlink or a file (a command made it so): the model reads why, and can mend it.
+      const reason = err instanceof WorkspacePathError ? err.message : 'the download failed';
+      log.warn({ err, persona: persona.name }, 'attachment could not be downloaded');
+      await settle(conversationId, attachment.downloadId!, { notDownloaded: reason }).catch((e: unknown) =>
         log.warn({ err: e }, 'attachment state could not be recorded'),
       );
+    } finally {
+      if (staging) await fs.rm(staging, { recursive: true, force: true }).catch(() => {});
     }
   }
 
@@ -214,21 +224,4 @@ async function giveUp(db: Database['db'], messageId: number, reasons: Map<string
     });
     if (changed) await replaceMessageContent(tx, messageId, withAttachments(content, next));
   });
-}
-
-/** Bytes in a directory and below it; 0 when it does not exist yet. */
-async function directoryBytes(dir: string): Promise<number> {
-  let entries: string[];
-  try {
-    entries = await fs.readdir(dir, { recursive: true });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
-    throw err;
-  }
-  let total = 0;
-  for (const entry of entries) {
-    const stat = await fs.lstat(path.join(dir, entry)).catch(() => undefined);
-    if (stat?.isFile()) total += stat.size;
-  }
-  return total;
 }

@@ -6,7 +6,8 @@ import type { Persona } from '#src/config/persona.ts';
  * The one path resolver for everything that touches the persona's files: file tools, `send_message` attachments
  * and `shell_exec`'s folder. Refuses anything outside the workspace (`..`, absolute paths elsewhere, symlinks
  * pointing out), hard links (which may be another name for a file outside), and secret files (`.env`). Throws an
- * Error whose message the model can read.
+ * Error whose message the model can read. The answer is a path, good for a look: a command may swap a folder on it
+ * for a symlink a moment later, so whatever Parlor opens, writes or sends goes through workspace-io.ts.
  */
 export async function resolveWorkspaceFile(persona: Persona, given: string, options: { maxBytes?: number } = {}): Promise<string> {
   const root = await fs.realpath(persona.workspace).catch(() => {
@@ -49,7 +50,11 @@ async function resolveInside(root: string, given: string): Promise<{ real: strin
     throw new Error(`"${given}" does not exist in the workspace`);
   }
   if (!isInside(root, real)) throw new Error(`"${given}" leads outside the workspace`);
-  return { real, stat: await fs.stat(real) };
+  // Gone since (a command running beside the tool): said as plainly as a path that never was.
+  const stat = await fs.stat(real).catch(() => {
+    throw new Error(`"${given}" does not exist in the workspace`);
+  });
+  return { real, stat };
 }
 
 /** Whether `target` is `root` or below it. `..notes.txt` is a name inside; only a `..` component leads out. */

@@ -1,5 +1,6 @@
 // Attachments are fetched after the message is committed, within a per-persona disk cap, and a turn reads its
 // messages only once their files are in (or given up on). Real Postgres, a scripted connector.
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
@@ -19,6 +20,8 @@ import { until } from '../support/until.ts';
 
 let db: TestDatabase;
 let workspace: string;
+/** Where a command inside the sandbox would point `uploads` (its stand-in for /etc/cron.d). */
+let outside: string;
 let ingress: ReturnType<typeof createIngress>;
 const downloads: string[] = [];
 /** Downloads of these file ids wait until the test lets them go. */
@@ -77,6 +80,7 @@ const lastMessage = async () =>
 beforeAll(async () => {
   db = await createTestDatabase();
   workspace = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-uploads-'));
+  outside = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-uploads-target-'));
   const persona = makePersona({ name: 'ana', users: ['chat:u1'], workspace });
   ingress = createIngress({
     database: db.database,
@@ -93,6 +97,7 @@ afterAll(async () => {
   await ingress?.stop();
   await db?.drop();
   await fs.rm(workspace, { recursive: true, force: true });
+  await fs.rm(outside, { recursive: true, force: true });
 });
 beforeEach(async () => {
   downloads.length = 0;
@@ -215,5 +220,69 @@ describe('awaitAttachmentDownloads', () => {
     const after = await until(async () => ((await lastMessage()).content.content.includes('saved at') ? lastMessage() : undefined));
     expect(after.id).not.toBe(before.id);
     expect(after.content.content).toMatch(/\[attachment: photo \(10 bytes, saved at uploads\/moved\)\]$/);
+  });
+});
+
+describe('attachment downloads and what a command did to the workspace', () => {
+  const settledLines = async (count: number) => {
+    const rows = (await db.database.db.execute(sql`select content from messages order by id desc limit ${count}`)) as unknown as Row[];
+    if (rows.some((r) => r.content.content.includes('downloading'))) return undefined;
+    return rows.map((r) => r.content.content.split('\n')[1]);
+  };
+
+  it('never write through an uploads folder replaced with a symlink: nothing lands outside, and the model reads why', async () => {
+    // What `rmdir uploads; ln -s /etc/cron.d uploads` in a sandboxed command leaves behind.
+    await fs.symlink(outside, uploads());
+    await ingress.handle(message([{ type: 'document', name: 'job', size: 10, fileId: 'into-cron' }]));
+    const [line] = await until(() => settledLines(1));
+    expect(line).toBe('[attachment: document (job, 10 bytes, not downloaded: "uploads" leads outside the workspace)]');
+    expect(await fs.readdir(outside)).toEqual([]);
+    expect(await fs.readlink(uploads())).toBe(outside);
+  });
+
+  it('follow an uploads symlink that stays inside the workspace, and say where the file went', async () => {
+    await fs.mkdir(path.join(workspace, 'data', 'in'), { recursive: true });
+    await fs.symlink(path.join('data', 'in'), uploads());
+    try {
+      await ingress.handle(message([{ type: 'document', name: 'notes.txt', size: 10, fileId: 'linked-in' }]));
+      const [line] = await until(() => settledLines(1));
+      expect(line).toBe('[attachment: document (notes.txt, 10 bytes, saved at data/in/notes.txt)]');
+      expect(await fs.readdir(path.join(workspace, 'data', 'in'))).toEqual(['notes.txt']);
+    } finally {
+      await fs.rm(path.join(workspace, 'data'), { recursive: true, force: true });
+    }
+  });
+
+  it('never write outside while a command swaps uploads for a symlink in a loop during the downloads', async () => {
+    await fs.mkdir(uploads());
+    // mv keeps the real folder (and what was written into it) inside the workspace; the symlink is up a third of the time.
+    const swapper = spawn('/bin/sh', ['-c', `cd '${workspace}' && while :; do mv uploads held 2>/dev/null; ln -s '${outside}' uploads 2>/dev/null; rm -f uploads; mv held uploads 2>/dev/null; done`], {
+      stdio: 'ignore',
+    });
+    const count = 24;
+    try {
+      for (let i = 0; i < count; i++) await ingress.handle(message([{ type: 'document', name: `race-${i}`, size: 10, fileId: `race-${i}` }]));
+      const lines = await until(() => settledLines(count), 30_000);
+      expect(lines).toHaveLength(count);
+      for (const line of lines) expect(line).toMatch(/, 10 bytes, (saved at .+|not downloaded: .+)\)\]$/);
+    } finally {
+      swapper.kill('SIGKILL');
+      await new Promise((resolve) => swapper.once('exit', resolve));
+    }
+    expect(await fs.readdir(outside)).toEqual([]);
+    await fs.rm(path.join(workspace, 'held'), { recursive: true, force: true });
+  });
+
+  it('count the upload space without following a symlink out of the workspace', async () => {
+    await fs.writeFile(path.join(outside, 'big.bin'), Buffer.alloc(CAP * 2));
+    await fs.mkdir(uploads());
+    await fs.symlink(outside, path.join(uploads(), 'elsewhere'));
+    try {
+      await ingress.handle(message([{ type: 'document', name: 'fits.bin', size: 10, fileId: 'counted' }]));
+      const [line] = await until(() => settledLines(1));
+      expect(line).toBe('[attachment: document (fits.bin, 10 bytes, saved at uploads/fits.bin)]');
+    } finally {
+      await fs.rm(path.join(outside, 'big.bin'), { force: true });
+    }
   });
 });
