@@ -1,5 +1,6 @@
 import type { DeliveryResult, DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
 import { explicitTarget, originTarget, turnChat } from '#src/tools/targets.ts';
+import { OUTGOING_RETENTION_MS, privateOutgoingDir, pruneOutgoingFiles, snapshotWorkspaceFile } from '#src/tools/outgoing-files.ts';
 import { resolveWorkspaceFile } from '#src/tools/workspace.ts';
 
 interface Args {
@@ -12,12 +13,35 @@ interface Args {
 }
 
 const MAX_FILE_BYTES = 50 * 1024 * 1024;
+const SWEEP_EVERY_MS = 3600_000;
+
+export interface SendMessageOptions {
+  /**
+   * Where copies of the files to send are kept until they are sent: a folder no command can see (Parlor's home
+   * hides it from the sandbox). Default: a private temporary folder of this process.
+   */
+  outgoingDir?: string;
+}
 
 /**
  * Sends a message now: to an explicit chat, else the chat this turn came from, else (background turns) the
  * persona's primary. Only chats the persona belongs to are allowed.
  */
-export function createSendMessageTool(): Tool<Args> {
+export function createSendMessageTool(options: SendMessageOptions = {}): Tool<Args> {
+  let outgoing: Promise<string> | undefined;
+  let sweptAt = 0;
+  /** The folder for copies; old copies are swept from it now and then (an hour apart at most). */
+  const outgoingDir = async (log: ToolContext['log']): Promise<string> => {
+    outgoing ??= options.outgoingDir ? Promise.resolve(options.outgoingDir) : privateOutgoingDir();
+    const dir = await outgoing;
+    if (Date.now() - sweptAt > SWEEP_EVERY_MS) {
+      sweptAt = Date.now();
+      void pruneOutgoingFiles(dir, new Date(Date.now() - OUTGOING_RETENTION_MS)).catch((err: unknown) =>
+        log.warn({ err, tool: 'send_message' }, 'old copies of sent files could not be removed'),
+      );
+    }
+    return dir;
+  };
   return {
     name: 'send_message',
     description:
@@ -44,7 +68,13 @@ export function createSendMessageTool(): Tool<Args> {
       const where = `${target.connector}:${target.chat}${target.thread ? `:${target.thread}` : ''}`;
       let files: string[] | undefined;
       try {
-        files = args.files && (await Promise.all(args.files.map((f) => resolveWorkspaceFile(ctx.persona, f, { maxBytes: MAX_FILE_BYTES }))));
+        if (args.dry_run) {
+          files = args.files && (await Promise.all(args.files.map((f) => resolveWorkspaceFile(ctx.persona, f, { maxBytes: MAX_FILE_BYTES }))));
+        } else if (args.files) {
+          // Copied now, while checked: the connector opens the copy, never the workspace path (see outgoing-files.ts).
+          const dir = await outgoingDir(ctx.log);
+          files = await Promise.all(args.files.map((f) => snapshotWorkspaceFile(ctx.persona, f, { outgoingDir: dir, maxBytes: MAX_FILE_BYTES })));
+        }
       } catch (err) {
         return `error: ${(err as Error).message}`;
       }

@@ -66,11 +66,13 @@ describe('files a tool may use', () => {
     await expect(resolveWorkspaceFile(persona, given)).rejects.toThrow(message);
   });
 
-  it('send_message sends workspace files and refuses the rest without sending anything', async () => {
+  it('send_message sends workspace files (as copies under their own names) and refuses the rest without sending anything', async () => {
     const tool = createSendMessageTool();
     const ctx = makeToolContext({ persona, origin: { connector: 'telegram', chat: '1', chatType: 'dm' }, kind: 'user' });
     expect(await tool.run({ text: 'here it is', files: ['out/report.txt'] }, ctx)).toBe('sent to telegram:1');
-    expect(ctx.deliveries[0].options?.files).toEqual([path.join(await fs.realpath(root), 'workspace', 'out', 'report.txt')]);
+    const [sent] = ctx.deliveries[0].options?.files ?? [];
+    expect(path.basename(sent)).toBe('report.txt');
+    expect(await fs.readFile(sent, 'utf8')).toBe('hello');
     expect(await tool.run({ text: 'and this', files: ['../outside.txt'] }, ctx)).toBe('error: "../outside.txt" is outside the workspace');
     expect(ctx.deliveries).toHaveLength(1);
   });
