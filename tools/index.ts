@@ -12,17 +12,25 @@ import { createThinkHarderTool } from './think-harder.ts';
 
 /**
  * The built-in tool set. Each tool is a factory that receives what it needs. `shellSandbox.hide` names what no
- * command may see even under a folder the sandbox shows: Parlor's home, the personas folder, the `.env` file.
+ * command may see even under a folder the sandbox shows: Parlor's home, the personas folder, the `.env` file;
+ * `personaDirs` adds every persona's folder, wherever its symlink leads. `outgoingDir` is where `send_message`
+ * keeps copies of the files it sends: a folder no command can see (under Parlor's home).
  */
-export function createBuiltinTools(deps: { timezone: string; shellSandbox?: ShellExecOptions['sandbox'] }): Tool[] {
+export function createBuiltinTools(deps: {
+  timezone: string;
+  shellSandbox?: ShellExecOptions['sandbox'];
+  personaDirs?: readonly string[];
+  outgoingDir?: string;
+}): Tool[] {
+  const hide = [...(deps.shellSandbox?.hide ?? []), ...(deps.personaDirs ?? [])];
   return [
     createEndTaskTool(),
     createClockTool({ timezone: deps.timezone }),
-    createSendMessageTool(),
+    createSendMessageTool({ outgoingDir: deps.outgoingDir }),
     createThinkHarderTool(),
     createReactTool(),
     createAskUserTool(),
-    createShellExecTool({ sandbox: deps.shellSandbox }),
+    createShellExecTool({ sandbox: { ...deps.shellSandbox, hide } }),
     createScheduleWakeupTool(),
     createRemindTool({ timezone: deps.timezone }),
     createReplyToOriginTool(),

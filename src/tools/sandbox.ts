@@ -10,7 +10,8 @@ import { isInside } from './workspace.ts';
  * read-only system folders, the persona's workspace as the only writable folder, a fresh /proc in its own PID
  * namespace (Parlor's processes and their environment are not there), a minimal /dev and a private /tmp. Parlor's
  * home, the personas folder and its `.env` files are not in the whitelist; when they sit under a whitelisted
- * folder anyway (a checkout in /opt), they are hidden by name. The network is kept: `curl` is a legitimate command.
+ * folder anyway (a checkout in /opt), they are hidden by their real paths, and so are the folders that symlinks in
+ * a hidden folder lead to (a persona folder linked in from /opt). The network is kept: `curl` is a legitimate command.
  */
 
 export interface SandboxStatus {
@@ -31,7 +32,10 @@ export interface SandboxPaths {
   workspace: string;
   /** The folder to start in, inside the workspace. */
   cwd: string;
-  /** Paths to hide even when a whitelisted folder holds them: Parlor's home, the personas folder, its `.env`. */
+  /**
+   * Paths to hide even when a whitelisted folder holds them: Parlor's home, the personas folder, its `.env`, each
+   * persona's folder. Hidden at their real paths; for a folder, the places its symlinks lead to are hidden too.
+   */
   hide?: readonly string[];
 }
 
@@ -127,12 +131,12 @@ function sandboxArgs(profile: Profile, paths: SandboxPaths): string[] {
   args.push('--proc', '/proc', '--ro-bind', '/proc/sys', '/proc/sys', '--dev', '/dev');
   if (profile.sizedTmp) args.push('--size', String(TMP_BYTES));
   args.push('--tmpfs', '/tmp');
-  // What another user could not read (shadow, SSH host keys, TLS private keys) the sandbox, being uid 0 when Parlor
-  // runs as root, could: mask it.
-  for (const unreadable of unreadableBy(others, '/etc')) args.push(...mask(unreadable));
-  const hidden = (paths.hide ?? [])
-    .map((given) => realpath(given))
-    .filter((real): real is string => real !== undefined && real !== paths.workspace && (bound.some((folder) => isInside(folder, real)) || isInside(paths.workspace, real)));
+  // What another user could not read (shadow, SSH host keys, TLS private keys, an app's secrets in /opt) the
+  // sandbox, being uid 0 when Parlor runs as root, could: mask it.
+  for (const folder of MASK_SCANNED.filter((f) => bound.includes(f))) for (const unreadable of unreadableUnder(folder)) args.push(...mask(unreadable));
+  const hidden = [...hiddenPaths(paths.hide ?? [])].filter(
+    (real) => real !== paths.workspace && (bound.some((folder) => isInside(folder, real)) || isInside(paths.workspace, real)),
+  );
   for (const real of hidden.filter((p) => !isInside(paths.workspace, p))) args.push(...mask(real));
   args.push('--bind', paths.workspace, paths.workspace);
   for (const real of hidden.filter((p) => isInside(paths.workspace, p))) args.push(...mask(real));
@@ -140,31 +144,79 @@ function sandboxArgs(profile: Profile, paths: SandboxPaths): string[] {
   return args;
 }
 
-/** An empty folder in place of a folder; /dev/null in place of a file (which cannot be opened there: the mounts are nodev). */
+/**
+ * An empty folder in place of a folder; /dev/null in place of a file (which cannot be opened there: the mounts are
+ * nodev); nothing for what is gone since a scan (bubblewrap cannot make a mount point in a read-only folder).
+ */
 function mask(target: string): string[] {
-  return lstat(target)?.isDirectory() ? ['--tmpfs', target] : ['--ro-bind', '/dev/null', target];
+  const stat = lstat(target);
+  if (!stat) return [];
+  return stat.isDirectory() ? ['--tmpfs', target] : ['--ro-bind', '/dev/null', target];
+}
+
+/**
+ * The real path of every entry, and of every symlink directly inside a hidden folder: a persona folder linked into
+ * the personas folder from /opt would otherwise stay in view at the place it leads to, `.env` and all.
+ */
+function hiddenPaths(given: readonly string[]): Set<string> {
+  const found = new Set<string>();
+  for (const entry of given) {
+    const real = realpath(entry);
+    if (!real) continue;
+    found.add(real);
+    if (!lstat(real)?.isDirectory()) continue;
+    for (const child of readFolder(real)) {
+      if (!child.isSymbolicLink()) continue;
+      const target = realpath(path.join(real, child.name));
+      // A link to a whole system folder (or above one) is no persona; masking it would leave commands no /usr.
+      if (target && !SYSTEM_FOLDERS.some((folder) => isInside(target, folder))) found.add(target);
+    }
+  }
+  return found;
+}
+
+/**
+ * Folders scanned for what other users may not read. /usr is not: it is large (a scan would cost seconds), and
+ * what packages install there is meant to be read. A scan is kept for a while (commands come in bursts; /etc and a
+ * modest /opt take tens of milliseconds) and stops after a number of entries: past that, a huge /opt is shown as
+ * it is, so keep secrets there out of reach of other users, or outside the sandbox's folders.
+ */
+const MASK_SCANNED = ['/etc', '/opt'];
+const MASK_SCAN_TTL_MS = 30_000;
+const MASK_SCAN_ENTRIES = 20_000;
+const scans = new Map<string, { at: number; found: string[] }>();
+
+function unreadableUnder(root: string): string[] {
+  const cached = scans.get(root);
+  if (cached && Date.now() - cached.at < MASK_SCAN_TTL_MS) return cached.found;
+  const found = unreadableBy(others, root, 0, { entries: MASK_SCAN_ENTRIES });
+  scans.set(root, { at: Date.now(), found });
+  return found;
 }
 
 const others = { read: 0o004, enter: 0o001 };
 
 /** Files under `root` that other users cannot read, and folders they cannot list or enter. */
-function unreadableBy(bits: typeof others, root: string, depth = 0): string[] {
-  let entries: fs.Dirent[];
-  try {
-    entries = fs.readdirSync(root, { withFileTypes: true });
-  } catch {
-    return [];
-  }
+function unreadableBy(bits: typeof others, root: string, depth: number, budget: { entries: number }): string[] {
   const found: string[] = [];
-  for (const entry of entries) {
+  for (const entry of readFolder(root)) {
     if (!entry.isFile() && !entry.isDirectory()) continue;
+    if (--budget.entries < 0) break;
     const full = path.join(root, entry.name);
     const mode = lstat(full)?.mode ?? 0;
     if (entry.isFile() && !(mode & bits.read)) found.push(full);
     else if (entry.isDirectory() && !((mode & bits.read) && (mode & bits.enter))) found.push(full);
-    else if (entry.isDirectory() && depth < 8) found.push(...unreadableBy(bits, full, depth + 1));
+    else if (entry.isDirectory() && depth < 8) found.push(...unreadableBy(bits, full, depth + 1, budget));
   }
   return found;
+}
+
+function readFolder(folder: string): fs.Dirent[] {
+  try {
+    return fs.readdirSync(folder, { withFileTypes: true });
+  } catch {
+    return [];
+  }
 }
 
 function findProgram(name: string): string | undefined {

@@ -1,0 +1,83 @@
+// What the sandbox hides under the system folders it shows: a persona folder that the personas folder links to from
+// /opt, and files under /opt that only root may read. The fixtures live in a temp folder of the test's own under
+// /opt, made before anything in this file starts a sandbox: the sandbox keeps its scan of /opt for a while.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { shellSandboxStatus } from '../../src/tools/sandbox.ts';
+import type { Tool } from '../../src/tools/types.ts';
+import { createBuiltinTools } from '../../tools/index.ts';
+import { createShellExecTool } from '../../tools/shell-exec.ts';
+import { makePersona, makeToolContext } from '../support/persona.ts';
+
+const SECRET = 'persona-secret-marker-71d2';
+const canWriteOpt = (() => {
+  try {
+    fs.accessSync('/opt', fs.constants.W_OK);
+    return process.getuid?.() === 0;
+  } catch {
+    return false;
+  }
+})();
+
+const root = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'parlor-sandbox-hide-')));
+const home = path.join(root, '.parlor');
+const personasDir = path.join(root, 'personas');
+const envFile = path.join(root, '.env');
+const workspace = path.join(personasDir, 'tester', 'workspace');
+fs.mkdirSync(home);
+fs.mkdirSync(workspace, { recursive: true });
+// Under /opt, readable by everyone, as a checkout would be: only the hide list keeps it from the sandbox.
+const opt = canWriteOpt ? fs.mkdtempSync('/opt/parlor-sandbox-test-') : '';
+const linked = path.join(opt, 'linked');
+const tool = path.join(opt, 'tool');
+if (canWriteOpt) {
+  fs.chmodSync(opt, 0o755);
+  fs.mkdirSync(path.join(linked, 'workspace'), { recursive: true, mode: 0o755 });
+  fs.writeFileSync(path.join(linked, '.env'), `TOKEN=${SECRET}\n`, { mode: 0o644 });
+  fs.writeFileSync(path.join(linked, 'SOUL.md'), `You are ${SECRET}.`, { mode: 0o644 });
+  fs.symlinkSync(linked, path.join(personasDir, 'linked'));
+  fs.mkdirSync(tool, { mode: 0o755 });
+  fs.writeFileSync(path.join(tool, 'secret.key'), SECRET, { mode: 0o600 });
+  fs.writeFileSync(path.join(tool, 'README'), 'readable by all', { mode: 0o644 });
+}
+
+afterAll(() => {
+  if (opt) fs.rmSync(opt, { recursive: true, force: true });
+  fs.rmSync(root, { recursive: true, force: true });
+});
+
+const persona = makePersona({ name: 'tester', dir: path.join(personasDir, 'tester'), workspace });
+const run = (shell: Tool, command: string) => shell.run({ command }, makeToolContext({ persona })) as Promise<string>;
+
+describe.skipIf(!canWriteOpt || !shellSandboxStatus().available)('the sandbox under /opt (needs bubblewrap and root)', () => {
+  it('hides a persona folder the personas folder links to from /opt, .env and all', async () => {
+    // What the app hides today: its home, the personas folder, the environment file.
+    const shell = createShellExecTool({ sandbox: { hide: [home, personasDir, envFile] } });
+    const out = await run(shell, `cat '${path.join(linked, '.env')}' '${path.join(linked, 'SOUL.md')}'; ls '${linked}' | wc -l`);
+    expect(out.includes(SECRET)).toBe(false);
+    expect(out.split('\n').at(-1)).toBe('0');
+  });
+
+  it('hides the persona folders it is given wherever their symlinks lead', async () => {
+    const shell = createBuiltinTools({ timezone: 'UTC', shellSandbox: { hide: [] }, personaDirs: [path.join(personasDir, 'linked')] }).find((t) => t.name === 'shell_exec')!;
+    const out = await run(shell, `cat '${path.join(linked, '.env')}'`);
+    expect(out.includes(SECRET)).toBe(false);
+  });
+
+  it('runs a persona whose own folder is linked from /opt in its workspace, without its .env', async () => {
+    const shell = createShellExecTool({ sandbox: { hide: [home, personasDir, envFile] } });
+    const own = makePersona({ name: 'linked', dir: path.join(personasDir, 'linked'), workspace: path.join(personasDir, 'linked', 'workspace') });
+    const out = (await shell.run({ command: 'echo kept > note.txt && cat note.txt; cat ../.env ../SOUL.md 2>&1 | grep -c "No such file"' }, makeToolContext({ persona: own }))) as string;
+    expect(out).toBe('exit=0\nkept\n2');
+    expect(fs.readFileSync(path.join(linked, 'workspace', 'note.txt'), 'utf8')).toBe('kept\n');
+  });
+
+  it('masks files under /opt that only root may read, and leaves the rest readable', async () => {
+    const shell = createShellExecTool({ sandbox: { hide: [home, personasDir, envFile] } });
+    const out = await run(shell, `cat '${path.join(tool, 'secret.key')}' 2>/dev/null || echo masked; cat '${path.join(tool, 'README')}'`);
+    expect(out.includes(SECRET)).toBe(false);
+    expect(out).toBe('exit=0\nmasked\nreadable by all');
+  });
+});
