@@ -58,9 +58,10 @@ export function closedNotice(row: QuestionRow): string {
 
 /**
  * A question longer than this is shown as its text, then a short message with the buttons, so that updating the
- * button message once it is answered leaves the text as it was (the platforms' limits are 2,000 and more).
+ * button message once it is answered leaves the text as it was. Short enough that a question at the limit fits one
+ * message on every platform even when each character is escaped (Telegram: 4,096 characters of HTML).
  */
-export const LONG_QUESTION = 1500;
+export const LONG_QUESTION = 800;
 
 /**
  * A long question's first line with its short id: its text and its buttons message both begin so, and so does the

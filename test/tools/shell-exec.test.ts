@@ -207,7 +207,7 @@ describe('shell_exec: deny list', () => {
 describe('shell_exec: approval', () => {
   it('shows the command, cwd, timeout and env for a human, and remembers "always allow" for the exact call', () => {
     const args = { command: 'npm test', cwd: 'app', timeout_ms: 120_000, env: { CI: '1', NPM_TOKEN: '$NPM_TOKEN' } };
-    expect(shell.approval?.summary?.(args)).toBe('```\nnpm test\n```\n(in app, timeout 120s)\nwith these variables:\n```\nCI=1\nNPM_TOKEN=$NPM_TOKEN\n```');
+    expect(shell.approval?.summary?.(args)).toBe('```\nnpm test\n```\nwith:\n```\nfolder:  app\ntimeout: 120s\n```\nand these variables:\n```\nCI=1\nNPM_TOKEN=$NPM_TOKEN\n```');
     expect(shell.approval?.summary?.({ command: 'ls' })).toBe('```\nls\n```');
     expect(shell.approval?.scope?.({ command: 'ls' })).toBe('ls');
     // The folder and variables are part of what was allowed: the same command elsewhere asks again.
