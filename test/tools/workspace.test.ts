@@ -67,7 +67,7 @@ describe('files a tool may use', () => {
   });
 
   it('send_message sends workspace files (as copies under their own names) and refuses the rest without sending anything', async () => {
-    const tool = createSendMessageTool();
+    const tool = createSendMessageTool({ outgoingDir: path.join(root, 'outgoing') });
     const ctx = makeToolContext({ persona, origin: { connector: 'telegram', chat: '1', chatType: 'dm' }, kind: 'user' });
     expect(await tool.run({ text: 'here it is', files: ['out/report.txt'] }, ctx)).toBe('sent to telegram:1');
     const [sent] = ctx.deliveries[0].options?.files ?? [];
