@@ -58,6 +58,11 @@ export interface App {
   maintenance?: ReturnType<typeof startMaintenance>;
   questions: Questions;
   scheduler: Scheduler;
+  /**
+   * Ends what a conversation is doing, for good (the terminal closing): its open questions are closed with `reason`,
+   * its running turn stopped and its waiting messages set aside, so nothing answers into a later session.
+   */
+  stopConversation(conversationId: string, reason: string): Promise<void>;
   /** Resolves when the conversation has no turn running or waiting (or, with `orQuestion`, waits on a person). */
   waitForIdle(conversationId: string, timeoutMs?: number, options?: { orQuestion?: boolean }): Promise<void>;
   stop(): Promise<void>;
@@ -87,7 +92,15 @@ export async function startApp(options: AppOptions): Promise<App> {
   // The shell sandbox hides Parlor's own state wherever it lives: its home (the embedded database and its password),
   // the personas folder (other personas, .env files) and the environment file.
   const hide = [settings.home, settings.personasDir, path.join(process.cwd(), '.env')];
-  const toolList = options.tools ?? createBuiltinTools({ timezone: settings.timezone, shellSandbox: { hide } });
+  const toolList =
+    options.tools ??
+    createBuiltinTools({
+      timezone: settings.timezone,
+      shellSandbox: { hide },
+      personaDirs: personas.map((p) => p.dir),
+      // Files send_message sends are copied here when the tool runs (hidden from commands, kept a day).
+      outgoingDir: path.join(settings.home, 'outgoing'),
+    });
   checkToolPolicies(personas, toolList.map((t) => t.name));
   for (const warning of unapprovedActions(personas, toolList)) log.warn(warning);
   // The names the personas use must be connectors Parlor has (or that run elsewhere in this deployment).
@@ -231,6 +244,10 @@ export async function startApp(options: AppOptions): Promise<App> {
           if (Date.now() > deadline) throw new Error(`conversation ${conversationId} still busy after ${timeoutMs} ms`);
           await new Promise((r) => setTimeout(r, 20));
         }
+      },
+      async stopConversation(conversationId, reason) {
+        await questions.expireOpen(conversationId, reason);
+        await commands.stop(conversationId);
       },
       stop: () => (stopping ??= cleanup()),
     };

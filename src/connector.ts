@@ -105,7 +105,7 @@ export interface Connector {
   edit?(chat: string, messageId: string, text: string): Promise<void>;
   /** Sets the bot's reaction on a message; throws a PlatformError naming what is wrong (an emoji not allowed...). */
   react?(chat: string, messageId: string, emoji: string): Promise<void>;
-  /** Saves an inbound attachment into `directory`; returns the file's path. */
+  /** Saves an inbound attachment into `directory`, a folder of Parlor's own (the core moves it into the workspace); returns the file's path, directly in `directory`. */
   download?(attachment: Attachment, directory: string): Promise<string>;
   typing?(chat: string, thread?: string): Promise<void>;
 }

@@ -25,7 +25,7 @@ export function createAskUserTool(): Tool<Args> {
     description:
       'Ask a person a question with buttons, then stop: this ends your turn, and the answer comes back later as a new message ' +
       '"[answer to Q#id ...]". choices default to Yes/No (at most 5). expires_in is e.g. "30m", "2h" or seconds (default 1h). ' +
-      'It goes to the current chat, or your primary chat when this chat has no buttons; connector+to send it elsewhere.',
+      'It goes to the current chat (where there are no buttons, the person answers by typing; in a scheduled turn, to your primary chat); connector+to send it elsewhere.',
     parameters: {
       type: 'object',
       additionalProperties: false,
@@ -62,10 +62,10 @@ function chooseDestination(args: Args, ctx: ToolContext): DeliveryTarget | { err
     if (!connector || !args.to) return { error: 'give both connector and to (the chat id), or neither' };
     return explicitTarget(ctx, { connector, chat: args.to, thread: args.thread });
   }
+  // A person's own turn asks them where they are: a chat without buttons (the terminal) is answered by typing.
   const own = origin && ctx.kind === 'user' ? originTarget(origin) : undefined;
-  if (own && ctx.showsButtons(own.connector)) return own;
+  if (own) return own;
   const primary = primaryTarget(persona);
   if (primary) return primary;
-  if (own) return own;
   return { error: 'no chat to ask in: give connector and to, or set "primary" in connectors.jsonc' };
 }

@@ -238,7 +238,6 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         return deps.scheduler?.forTurn({ persona, conversationId: data.conversationId, origin });
       },
       replyTarget: data.deliver ?? (data.origin && originTarget(data.origin)),
-      showsButtons: (connector) => deps.connectors.get(connector)?.capabilities.buttons ?? connector !== 'terminal',
       react: async (emoji, messageId) => {
         const origin = data.origin;
         const target = messageId ?? origin?.messageId;

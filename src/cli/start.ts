@@ -3,11 +3,12 @@ import { createPlatformConnectors, startApp } from '#src/app.ts';
 import type { Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { createLogger } from '#src/log.ts';
-import { untilSignal } from './signals.ts';
+import { stopOnSignal } from './signals.ts';
 
 export async function start(settings: Settings, values: { role: string }): Promise<number> {
   if (values.role !== 'all' && values.role !== 'worker') throw new ConfigError(`--role ${values.role} is not one of all, worker`);
   const log = createLogger({ level: settings.logLevel });
+  const shutdown = stopOnSignal(log);
   const role = values.role;
   // Connectors receive where this process serves the platforms; a `--role worker` only runs turns.
   const app = await startApp({
@@ -21,6 +22,6 @@ export async function start(settings: Settings, values: { role: string }): Promi
   for (const id of Object.keys(settings.connectors)) {
     if (role === 'all' && !app.connectors.has(id)) log.warn({ connector: id }, `${id} is configured but this version of Parlor has no ${id} connector yet`);
   }
-  await untilSignal(app, log);
+  await shutdown.attach(app);
   return 0;
 }

@@ -39,6 +39,15 @@ export async function expireQuestion(db: Queryable, id: string, reason: string):
   return row;
 }
 
+/** Expires a conversation's open questions with a reason. */
+export async function expireConversationQuestions(db: Queryable, conversationId: string, reason: string): Promise<QuestionRow[]> {
+  return db
+    .update(questions)
+    .set({ status: 'expired', expiredReason: reason })
+    .where(and(eq(questions.conversationId, conversationId), eq(questions.status, 'pending')))
+    .returning();
+}
+
 /** Expires open questions past their time. */
 export async function expireDueQuestions(db: Queryable): Promise<QuestionRow[]> {
   return db

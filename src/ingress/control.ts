@@ -15,6 +15,8 @@ export interface CommandContext {
 
 export interface CommandHandler {
   run(command: ControlCommand, ctx: CommandContext): Promise<string>;
+  /** What `/stop` does, without a reply: the running turn is stopped, or the waiting messages set aside. */
+  stop(conversationId: string): Promise<'stopped' | { setAside: number } | 'idle'>;
 }
 
 export const CANCEL_CHANNEL = 'parlor_cancel';
@@ -46,7 +48,17 @@ export function createCommandHandler(deps: {
     return true;
   }
 
+  async function stop(conversationId: string): Promise<'stopped' | { setAside: number } | 'idle'> {
+    if (await stopRunningTurn(conversationId)) return 'stopped';
+    // Not started yet (its job is queued): set its messages aside, so the job finds nothing to do.
+    const dropped = await setAsidePendingMessages(db, conversationId);
+    if (dropped > 0) return { setAside: dropped };
+    // It may have started in the meantime.
+    return (await stopRunningTurn(conversationId)) ? 'stopped' : 'idle';
+  }
+
   return {
+    stop,
     async run(command, { persona, conversationId, event }) {
       if (SHARED_CONVERSATION_COMMANDS.includes(command.name) && !mayChangeConversation(persona, event)) {
         return `Only the people I work for can use /${command.name} here.`;
@@ -60,12 +72,10 @@ export function createCommandHandler(deps: {
       });
       switch (command.name) {
         case 'stop': {
-          if (await stopRunningTurn(conversationId)) return 'Stopped.';
-          // Not started yet (its job is queued): set its messages aside, so the job finds nothing to do.
-          const dropped = await setAsidePendingMessages(db, conversationId);
-          if (dropped > 0) return dropped === 1 ? 'Stopped: I will not answer that message.' : `Stopped: I will not answer those ${dropped} messages.`;
-          // It may have started in the meantime.
-          return (await stopRunningTurn(conversationId)) ? 'Stopped.' : 'Nothing is running.';
+          const stopped = await stop(conversationId);
+          if (stopped === 'stopped') return 'Stopped.';
+          if (stopped === 'idle') return 'Nothing is running.';
+          return stopped.setAside === 1 ? 'Stopped: I will not answer that message.' : `Stopped: I will not answer those ${stopped.setAside} messages.`;
         }
         case 'new':
           await resetConversationHistory(db, conversationId);

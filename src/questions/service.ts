@@ -15,6 +15,7 @@ import {
   expireDueQuestions,
   orphanedQuestionIds,
   expireQuestion,
+  expireConversationQuestions,
   getQuestion,
   hasPendingQuestion,
   insertQuestion,
@@ -221,7 +222,8 @@ export function createQuestions(deps: QuestionsDeps) {
       scope.signal.removeEventListener('abort', onAbort);
       if (typeof outcome !== 'string') {
         if (outcome.status === 'answered') return outcome;
-        // Expired elsewhere (the sweep saw it past its time).
+        // Expired elsewhere: past its time (the sweep), or closed for a reason of its own (the terminal's input ended).
+        if (outcome.expiredReason && outcome.expiredReason !== 'no answer in time') throw new RemoteMethodCancelled(outcome.expiredReason);
         throw new RemoteMethodTimeout(`no answer within ${Math.round(request.timeoutMs / 1000)}s`);
       }
       const reason = outcome === 'timeout' ? 'no answer in time' : scope.signal.reason === 'shutdown' ? 'Parlor restarted while it waited' : 'the turn was stopped';
@@ -516,6 +518,20 @@ export function createQuestions(deps: QuestionsDeps) {
 
     /** Turns in this process that wait for an answer (at shutdown they are released at once, not waited for). */
     waitingTurns: (): string[] => [...new Set(waitingTurns.values())],
+
+    /**
+     * Closes a conversation's open questions with a reason (the terminal's input ended, say): a tool waiting on one
+     * is told no, with that reason, and the messages show it.
+     */
+    async expireOpen(conversationId: string, reason: string): Promise<number> {
+      const expired = await expireConversationQuestions(db, conversationId, reason);
+      for (const row of expired) {
+        await publish('done', row.id);
+        // Heard here at once too: the notification may come after this process has moved on.
+        waiters.get(row.id)?.(row);
+      }
+      return expired.length;
+    },
 
     /** Runs the expiry and clean-up pass now (tests, and start-up). */
     sweep: () => (stopped ? Promise.resolve() : sweep()),

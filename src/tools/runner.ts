@@ -143,7 +143,10 @@ export class ToolRunner {
         return { content: `cancelled: the turn was stopped while ${tool.name} was running.` };
       case 'crashed': {
         if (ctx.signal.aborted) return { content: `cancelled: the turn was stopped while ${tool.name} was running.` };
-        const detail = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+        // One line: a stack or a long nested error (an SDK's) is for the log, not for the model to repeat in a chat.
+        const full = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
+        const first = full.trim().split('\n')[0] ?? '';
+        const detail = first.length > 300 ? `${first.slice(0, 300)}…` : first;
         ctx.log.warn({ tool: tool.name, err: outcome.error }, 'tool crashed');
         return { content: `crashed: ${tool.name} failed: ${this.clean(detail, ctx)}` };
       }

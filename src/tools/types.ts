@@ -52,8 +52,6 @@ export interface ToolContext {
   scheduling?: SchedulingApi;
   /** Where a scheduled turn's `reply_to_origin` delivers: the captured target, else the origin chat. */
   replyTarget?: DeliveryTarget;
-  /** Whether a connector shows buttons (unknown connectors elsewhere in the deployment are assumed to). */
-  showsButtons(connector: string): boolean;
   /** Reacts with an emoji to a message in the turn's chat (the triggering message when none is named). */
   react(emoji: string, messageId?: string): Promise<void>;
 }

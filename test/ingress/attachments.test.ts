@@ -87,7 +87,7 @@ beforeAll(async () => {
     jobs: { enqueueTurn: async () => randomUUID() },
     personas: () => [persona],
     delivery: { deliver: async () => ({ status: 'sent' }) } as unknown as Delivery,
-    commands: { run: async () => '' } as CommandHandler,
+    commands: { run: async () => '', stop: async () => 'idle' } as CommandHandler,
     log: pino({ level: 'silent' }),
     connectors: new Map([['chat', connector]]),
     uploadCapBytes: CAP,

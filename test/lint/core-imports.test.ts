@@ -19,10 +19,10 @@ describe('the core import rule', () => {
     "import { Client } from 'discord.js';",
     "import { App } from '@slack/bolt';",
     "import { WebClient } from '@slack/web-api';",
-    "import { createTerminalConnector } from '../../connectors/terminal.ts';",
+    "import { createTerminalConnector } from '../../connectors/terminal/index.ts';",
     "import { createClockTool } from '../../tools/clock.ts';",
     "import { createBuiltinTools } from '#tools/index.ts';",
-    "import { createTerminalConnector } from '#connectors/terminal.ts';",
+    "import { createTerminalConnector } from '#connectors/terminal/index.ts';",
   ])('rejects %s under src/', async (code) => {
     expect(await importErrors(`${code}\nexport {};`)).toHaveLength(1);
   });
@@ -33,7 +33,7 @@ describe('the core import rule', () => {
   });
 
   it('lets the composition root wire in connectors and tools', async () => {
-    const code = "import { createBuiltinTools } from '#tools/index.ts';\nimport { createTerminalConnector } from '#connectors/terminal.ts';\nexport { createBuiltinTools, createTerminalConnector };";
+    const code = "import { createBuiltinTools } from '#tools/index.ts';\nimport { createTerminalConnector } from '#connectors/terminal/index.ts';\nexport { createBuiltinTools, createTerminalConnector };";
     expect(await importErrors(code, 'src/app.ts')).toEqual([]);
   });
 

@@ -75,7 +75,6 @@ export function makeToolContext(
       questions.push({ type: 'ask', request });
       return { id: 'question-id-1', short: 'questi' };
     },
-    showsButtons: (connector) => connector !== 'terminal',
     reactions,
     async react(emoji, messageId) {
       reactions.push({ emoji, messageId });

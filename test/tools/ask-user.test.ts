@@ -132,23 +132,23 @@ describe('ask_user: where it asks', () => {
     expect(asked(ctx)[0].destination).toEqual({ connector: 'telegram', chat: '1001', thread: undefined });
   });
 
-  it('from the terminal (no buttons) with a primary: in the primary chat', async () => {
+  it('from the terminal (no buttons), even with a primary: in the terminal itself, answered by typing', async () => {
     const ctx = makeToolContext({ persona, origin: terminalOrigin, kind: 'user' });
     const out = output(await askUser.run({ question: 'Q?' }, ctx));
-    expect(asked(ctx)[0].destination).toEqual({ connector: 'discord', chat: 'chan-primary', thread: undefined });
-    expect(out.content).toContain('in discord:chan-primary');
+    expect(asked(ctx)[0].destination).toEqual({ connector: 'terminal', chat: 'local', thread: undefined });
+    expect(out.content).toContain('in terminal:local');
   });
 
-  it('from the terminal without a primary: in the terminal after all (answered by typing)', async () => {
+  it('from the terminal without a primary: in the terminal', async () => {
     const ctx = makeToolContext({ persona: noPrimary, origin: terminalOrigin, kind: 'user' });
     await askUser.run({ question: 'Q?' }, ctx);
     expect(asked(ctx)[0].destination).toEqual({ connector: 'terminal', chat: 'local', thread: undefined });
   });
 
-  it('from a chat whose connector shows no buttons: the primary', async () => {
-    const ctx: TestToolContext = { ...makeToolContext({ persona, origin: dmOrigin, kind: 'user' }), showsButtons: () => false };
+  it('from a chat of a connector without buttons: in that chat, answered by typing', async () => {
+    const ctx = makeToolContext({ persona, origin: { connector: 'sms', chat: '+100', chatType: 'dm', sender: 'sms:+100' }, kind: 'user' });
     await askUser.run({ question: 'Q?' }, ctx);
-    expect(asked(ctx)[0].destination).toEqual({ connector: 'discord', chat: 'chan-primary', thread: undefined });
+    expect(asked(ctx)[0].destination).toEqual({ connector: 'sms', chat: '+100', thread: undefined });
   });
 
   it('in a background turn: the primary, even when the turn has an origin', async () => {

@@ -127,6 +127,15 @@ describe('ToolRunner.execute: failures while running', () => {
     expect(out.content).toBe('crashed: boom failed: disk on fire');
   });
 
+  it('a crash reaches the model as one line, never a stack or a long nested error', async () => {
+    const nested = new Error(`Call to 'sendMessage' failed! (400: Bad Request)\n    at Api.callApi (node_modules/grammy/out/core/client.js:1:1)\n${'    at x\n'.repeat(14)}`);
+    const long: Tool = { name: 'long', description: 'throws', parameters: open, run: async () => { throw nested; } };
+    const wordy: Tool = { name: 'wordy', description: 'throws', parameters: open, run: async () => { throw new Error('x'.repeat(1000)); } };
+    const runner = new ToolRunner([long, wordy]);
+    expect((await runner.execute(call('long'), [long, wordy], makeToolContext())).content).toBe("crashed: long failed: Call to 'sendMessage' failed! (400: Bad Request)");
+    expect((await runner.execute(call('wordy'), [long, wordy], makeToolContext())).content).toBe(`crashed: wordy failed: ${'x'.repeat(300)}…`);
+  });
+
   it('reports a synchronous throw and a non-Error rejection as crashes too', async () => {
     const sync: Tool = { name: 'sync_boom', description: '', parameters: open, run: () => { throw new TypeError('bad shape'); } };
     const weird: Tool = { name: 'weird', description: '', parameters: open, run: () => Promise.reject('plain string') };
