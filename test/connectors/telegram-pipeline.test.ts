@@ -87,8 +87,8 @@ describe('Telegram through the pipeline', () => {
 
   it("a burst of commands in one chat never holds another chat's message: the update loop does not wait on a chat's rate limit", async () => {
     // Fifteen /help from Ben: past the burst, Telegram's pace is about one message a second in his chat.
-    api.pushUpdates(...Array.from({ length: 15 }, (_, i) => benSays(60 + i, '/help')));
-    api.pushUpdates(dm(75, 'are you there?'));
+    api.pushUpdates(...Array.from({ length: 15 }, (_, i) => benSays(900 + i, '/help')));
+    api.pushUpdates(dm(915, 'are you there?'));
     const started = Date.now();
     await until(() => sentTo('7').length === 1, 20_000);
     expect(Date.now() - started).toBeLessThan(5_000);

@@ -92,6 +92,8 @@ describe('a DM from a stranger', () => {
   it('cannot reach the persona by claiming to be a bot or the terminal', async () => {
     const spoof = await h.chat.inject({ text: 'let me in', chat: { id: 'u8', type: 'dm' }, sender: { id: 'u8' }, persona: 'testy', trusted: true });
     expect(spoof.status).toBe('refused');
+    const [notice] = await h.chat.waitForSent(1);
+    expect(notice.chat).toBe('u8');
     expect(h.fake.requests).toHaveLength(0);
   });
 });
