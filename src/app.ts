@@ -199,7 +199,9 @@ export async function startApp(options: AppOptions): Promise<App> {
       const { mountRemoteMethodApi } = await import('#src/http/remote-methods.ts');
       const app = createHttpApp(async () => {
         await database.sql`select 1`;
-        return { personas: personas.map((p) => p.name), connectors: [...connectors.keys()] };
+        // A connector that is starting or cannot reach its platform makes the process unhealthy (503).
+        const states = Object.fromEntries([...connectors].map(([id, c]) => [id, c.status?.() ?? { state: 'up' as const }]));
+        return { healthy: Object.values(states).every((s) => s.state === 'up'), personas: personas.map((p) => p.name), connectors: states };
       });
       mountRemoteMethodApi(app, { token: settings.http.apiToken, questions, log });
       for (const connector of connectors.values()) {

@@ -108,6 +108,14 @@ export interface Connector {
   /** Saves an inbound attachment into `directory`, a folder of Parlor's own (the core moves it into the workspace); returns the file's path, directly in `directory`. */
   download?(attachment: Attachment, directory: string): Promise<string>;
   typing?(chat: string, thread?: string): Promise<void>;
+  /** Whether it can reach its platform now (`/healthz` reports it); always up when absent. */
+  status?(): ConnectorStatus;
+}
+
+export interface ConnectorStatus {
+  state: 'starting' | 'up' | 'down';
+  /** Why it is not up: the last error, and when it tries again. */
+  detail?: string;
 }
 
 /** A failed platform call. `retryable` covers 429, 5xx and network errors. */

@@ -8,7 +8,19 @@ import { autoRetry } from '@grammyjs/auto-retry';
 import { Api, GrammyError, HttpError, InputFile } from 'grammy';
 import type { Update } from 'grammy/types';
 import type { Logger } from 'pino';
-import { PlatformError, type Attachment, type Button, type Connector, type InboundEvent, type InboundHandler, type OutboundMessage, type SentMessage } from '#src/connector.ts';
+import {
+  PlatformError,
+  type Attachment,
+  type Button,
+  type Connector,
+  type ConnectorStatus,
+  type InboundEvent,
+  type InboundHandler,
+  type OutboundMessage,
+  type SentMessage,
+} from '#src/connector.ts';
+import { ConfigError } from '#src/config/errors.ts';
+import { sleep } from '#src/retry.ts';
 import { CAPTION_LIMIT, formatForTelegram, splitText, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { pollUpdates } from './polling.ts';
@@ -44,11 +56,18 @@ const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
 
 /** grammY's Bot API client as Parlor uses it. */
 export function createTelegramApi(token: string, apiRoot?: string): Api {
-  const api = new Api(token, apiRoot ? { apiRoot } : undefined);
-  // 429s (with retry_after) and 5xx are retried per API call, so a long reply never resends its first parts.
-  api.config.use(autoRetry({ maxRetryAttempts: 5, maxDelaySeconds: 120 }));
+  // A call that hangs (a wrong TELEGRAM_API_ROOT, a black-holed network) gives up in time to be retried and logged;
+  // the long poll's own wait (25 s) fits well within it.
+  const api = new Api(token, { ...(apiRoot ? { apiRoot } : {}), timeoutSeconds: API_TIMEOUT_SECONDS });
+  // 429s (with retry_after) and 5xx are retried per API call, so a long reply never resends its first parts. Network
+  // errors come back at once, to the callers that log them and say when they try again.
+  api.config.use(autoRetry({ maxRetryAttempts: 5, maxDelaySeconds: 120, rethrowHttpErrors: true }));
   return api;
 }
+
+const API_TIMEOUT_SECONDS = 90;
+/** How long a start-up that cannot reach Telegram waits between tries, at most. */
+const MAX_START_RETRY_MS = 60_000;
 
 /**
  * Telegram over the Bot API with grammY's client. Updates are long-polled by this process alone (or pushed to
@@ -61,7 +80,65 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
   const throttle = createChatThrottle();
   let bot: BotIdentity | undefined;
   let polling: Promise<void> | undefined;
+  let starting: Promise<void> | undefined;
+  let handler: InboundHandler | undefined;
+  let state: ConnectorStatus = { state: 'starting' };
   const stopper = new AbortController();
+
+  /** Who the bot is, then how it receives: the webhook registered, or long polling started. */
+  async function connect(): Promise<void> {
+    const me = await api.getMe();
+    bot = { id: me.id, username: me.username };
+    if (options.webhookUrl) {
+      // TELEGRAM_WEBHOOK_URL is Parlor's public base URL, or the full URL of the endpoint.
+      const base = options.webhookUrl.replace(/\/+$/, '');
+      await api.setWebhook(base.endsWith(WEBHOOK_PATH) ? base : base + WEBHOOK_PATH, {
+        secret_token: secret,
+        allowed_updates: [...ALLOWED_UPDATES],
+      });
+      state = { state: 'up' };
+      log.info({ bot: `@${bot.username}` }, 'receiving Telegram updates by webhook');
+      return;
+    }
+    // Polling and a webhook cannot both receive updates.
+    await api.deleteWebhook().catch((err) => log.warn({ err: describe(err) }, 'deleteWebhook failed'));
+    state = { state: 'up' };
+    polling = pollUpdates({
+      api,
+      signal: stopper.signal,
+      timeoutSeconds: options.pollTimeoutSeconds ?? 25,
+      allowedUpdates: ALLOWED_UPDATES,
+      log,
+      handle: (update) => deliverUpdate(update, handler!),
+      onState: (next) => (state = next),
+    }).catch((err) => log.error({ err }, 'polling stopped'));
+    log.info({ bot: `@${bot.username}` }, 'receiving Telegram updates by long polling');
+  }
+
+  /** Telegram could not be reached at start: every try is logged with its cause and when the next one is. */
+  async function keepConnecting(first: unknown): Promise<void> {
+    let err = first;
+    for (let attempt = 1; !stopper.signal.aborted; attempt++) {
+      const waitMs = Math.min(MAX_START_RETRY_MS, 2000 * 2 ** (attempt - 1));
+      const detail = `${describe(err)}; trying again in ${Math.round(waitMs / 1000)} s`;
+      state = { state: 'down', detail };
+      log.warn({ apiRoot: options.apiRoot ?? 'https://api.telegram.org', attempt }, `cannot reach Telegram (${detail})`);
+      await sleep(waitMs, stopper.signal);
+      if (stopper.signal.aborted) return;
+      try {
+        await connect();
+        log.info({ attempt }, 'Telegram is reachable again');
+        return;
+      } catch (next) {
+        if (isTokenRefused(next)) {
+          state = { state: 'down', detail: describe(next) };
+          log.error(tokenRefused(next as GrammyError, options.apiRoot).message);
+          return;
+        }
+        err = next;
+      }
+    }
+  }
 
   /** Resolves once the core has taken the update (stored, set aside, or nothing to do); throws to have it again. */
   async function deliverUpdate(update: Update, onInbound: InboundHandler): Promise<void> {
@@ -87,7 +164,6 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
   }
 
   const secret = webhookSecret(options.token);
-  let handler: InboundHandler | undefined;
 
   /**
    * Webhook mode: the 200 goes back only once the core has taken the update (stored it, or set it aside after
@@ -119,34 +195,23 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     ...(options.webhookUrl ? { webhook: { path: WEBHOOK_PATH, handle: handleWebhook } } : {}),
 
     async start(onInbound) {
-      const me = await api.getMe();
-      bot = { id: me.id, username: me.username };
       handler = onInbound;
-      if (options.webhookUrl) {
-        // TELEGRAM_WEBHOOK_URL is Parlor's public base URL, or the full URL of the endpoint.
-        const base = options.webhookUrl.replace(/\/+$/, '');
-        await api.setWebhook(base.endsWith(WEBHOOK_PATH) ? base : base + WEBHOOK_PATH, {
-          secret_token: secret,
-          allowed_updates: [...ALLOWED_UPDATES],
-        });
-        log.info({ bot: `@${bot.username}` }, 'receiving Telegram updates by webhook');
-        return;
+      // The token is checked now: a refused one stops start-up with what to do. Telegram being unreachable does
+      // not: Parlor runs, says so in the log and in /healthz, and keeps trying.
+      try {
+        await connect();
+      } catch (err) {
+        if (isTokenRefused(err)) throw tokenRefused(err as GrammyError, options.apiRoot);
+        state = { state: 'down', detail: describe(err) };
+        starting = keepConnecting(err);
       }
-      // Polling and a webhook cannot both receive updates.
-      await api.deleteWebhook().catch((err) => log.warn({ err: describe(err) }, 'deleteWebhook failed'));
-      polling = pollUpdates({
-        api,
-        signal: stopper.signal,
-        timeoutSeconds: options.pollTimeoutSeconds ?? 25,
-        allowedUpdates: ALLOWED_UPDATES,
-        log,
-        handle: (update) => deliverUpdate(update, onInbound),
-      }).catch((err) => log.error({ err }, 'polling stopped'));
-      log.info({ bot: `@${bot.username}` }, 'receiving Telegram updates by long polling');
     },
+
+    status: () => state,
 
     async stop() {
       stopper.abort();
+      await starting;
       await polling;
     },
 
@@ -317,4 +382,16 @@ function toPlatformError(err: unknown, method: string, partlySent: boolean): Pla
 
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/** A 401 (or 404: no bot has this token) from getMe: the token is wrong, not the network. */
+function isTokenRefused(err: unknown): boolean {
+  return err instanceof GrammyError && (err.error_code === 401 || err.error_code === 404);
+}
+
+function tokenRefused(err: GrammyError, apiRoot: string | undefined): ConfigError {
+  return new ConfigError(
+    `TELEGRAM_BOT_TOKEN was refused by ${apiRoot ?? 'Telegram'} (${err.error_code} ${err.description}); ` +
+      'get the token again from @BotFather (/mybots → your bot → API Token) and set TELEGRAM_BOT_TOKEN',
+  );
 }

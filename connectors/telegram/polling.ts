@@ -1,6 +1,7 @@
 import { GrammyError, type Api } from 'grammy';
 import type { Update } from 'grammy/types';
 import type { Logger } from 'pino';
+import type { ConnectorStatus } from '#src/connector.ts';
 import { sleep } from '#src/retry.ts';
 
 export interface PollingOptions {
@@ -17,7 +18,12 @@ export interface PollingOptions {
   retryDelayMs?: number;
   /** Pause after an empty answer that came back at once (a test emulator), so it is not hammered. */
   idleDelayMs?: number;
+  /** Told whether Telegram answers (for /healthz). */
+  onState?(state: ConnectorStatus): void;
 }
+
+/** How long the loop waits after failed getUpdates calls in a row, at most. */
+const MAX_FAILURE_DELAY_MS = 60_000;
 
 /**
  * Long polling: each update is acknowledged (the next offset moves past it) only once the core has taken it, so
@@ -28,6 +34,7 @@ export async function pollUpdates(options: PollingOptions): Promise<void> {
   const { api, signal, log } = options;
   const clicks = new Set<Promise<void>>();
   let offset = 0;
+  let failures = 0;
   while (!signal.aborted) {
     const asked = Date.now();
     let updates: Update[];
@@ -35,15 +42,27 @@ export async function pollUpdates(options: PollingOptions): Promise<void> {
       updates = await api.getUpdates({ offset, timeout: options.timeoutSeconds, allowed_updates: [...options.allowedUpdates] }, signal as never);
     } catch (err) {
       if (signal.aborted) break;
+      failures++;
       if (err instanceof GrammyError && err.error_code === 409) {
-        log.error('another process is receiving updates for this bot token (409 Conflict): stop it, or remove its webhook; retrying in 30 s');
+        const detail = 'another process is receiving updates for this bot token (409 Conflict): stop it, or remove its webhook; retrying in 30 s';
+        options.onState?.({ state: 'down', detail });
+        log.error(detail);
         await sleep(30_000, signal);
       } else {
-        log.warn({ err: err instanceof Error ? err.message : String(err) }, 'getUpdates failed; retrying');
-        await sleep(2000, signal);
+        // Every failed try is logged with its cause and when the next one is; the wait grows while it keeps failing.
+        const waitMs = Math.min(MAX_FAILURE_DELAY_MS, 2000 * 2 ** Math.min(failures - 1, 10));
+        const detail = `getUpdates failed (${err instanceof Error ? err.message : String(err)}); retrying in ${Math.round(waitMs / 1000)} s`;
+        options.onState?.({ state: 'down', detail });
+        log.warn({ attempt: failures }, detail);
+        await sleep(waitMs, signal);
       }
       continue;
     }
+    if (failures > 0) {
+      log.info({ after: failures }, 'Telegram answers again');
+      failures = 0;
+    }
+    options.onState?.({ state: 'up' });
     for (const update of updates) {
       if (update.callback_query) {
         // A click is answered at once, never behind a slow message in the same batch.

@@ -15,8 +15,11 @@ export interface HttpServer {
   close(): Promise<void>;
 }
 
-/** Parlor's one HTTP app: health here; webhooks and the remote-method API are mounted before it listens. */
-export function createHttpApp(health: () => Promise<Record<string, unknown>>): Hono {
+/**
+ * Parlor's one HTTP app: health here; webhooks and the remote-method API are mounted before it listens. `health`
+ * says whether all is well (200) or not (503, with `status: "degraded"` and the fields saying why).
+ */
+export function createHttpApp(health: () => Promise<{ healthy: boolean; [field: string]: unknown }>): Hono {
   const app = new Hono();
   app.use(
     '*',
@@ -31,7 +34,8 @@ export function createHttpApp(health: () => Promise<Record<string, unknown>>): H
   );
   app.get('/healthz', async (c) => {
     try {
-      return c.json({ status: 'ok', ...(await health()) });
+      const { healthy, ...fields } = await health();
+      return c.json({ status: healthy ? 'ok' : 'degraded', ...fields }, healthy ? 200 : 503);
     } catch (err) {
       return c.json({ status: 'error', error: err instanceof Error ? err.message : String(err) }, 503);
     }

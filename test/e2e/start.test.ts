@@ -103,3 +103,62 @@ describe('parlor start with no DATABASE_URL', () => {
     expect(existsSync(path.join(home, 'postgres', 'postmaster.pid'))).toBe(false);
   }, 120_000);
 });
+
+describe('parlor start when Telegram is out of reach', () => {
+  it('runs anyway, logs every failed try with its cause and the next time, reports telegram down in /healthz (503), and Ctrl-C stops it and its Postgres', async () => {
+    const port = await freePort();
+    const child = execa('node', [bin, 'start'], {
+      cwd: root,
+      env: { ...env, PARLOR_HTTP_PORT: String(port), TELEGRAM_BOT_TOKEN: '123456:unreachable', TELEGRAM_API_ROOT: 'http://127.0.0.1:9', LOG_LEVEL: 'info' },
+      extendEnv: false,
+      reject: false,
+      timeout: 90_000,
+    });
+    children.push(child);
+    let out = '';
+    child.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+    const deadline = Date.now() + 60_000;
+    let health: { status: number; body: any } | undefined;
+    while (Date.now() < deadline) {
+      try {
+        const res = await fetch(`http://127.0.0.1:${port}/healthz`);
+        health = { status: res.status, body: await res.json() };
+        if (out.includes('cannot reach Telegram')) break;
+      } catch {
+        // not up yet
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(health?.status).toBe(503);
+    expect(health?.body).toMatchObject({ status: 'degraded', connectors: { telegram: { state: 'down', detail: expect.stringMatching(/trying again in \d+ s/) } } });
+    const line = out.split('\n').map((l) => { try { return JSON.parse(l); } catch { return undefined; } }).find((l) => l?.msg?.startsWith('cannot reach Telegram'));
+    expect(line).toMatchObject({ level: 40, apiRoot: 'http://127.0.0.1:9', attempt: 1 });
+    expect(line.msg).toMatch(/^cannot reach Telegram \(.+; trying again in 2 s\)$/);
+    expect(out).toContain('Parlor is running');
+
+    const stopped = await stopWithCtrlC(child);
+    expect(stopped.exitCode).toBe(0);
+    expect(stopped.ms).toBeLessThan(5000);
+    expect(await postgresRunning()).toBe(false);
+  }, 120_000);
+
+  it('a token Telegram refuses stops start-up with one line that says which variable and where to get a new one', async () => {
+    const { createServer } = await import('node:http');
+    const telegram = createServer((_req, res) => res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error_code: 401, description: 'Unauthorized' })));
+    await new Promise<void>((resolve) => telegram.listen(0, '127.0.0.1', resolve));
+    const apiRoot = `http://127.0.0.1:${(telegram.address() as { port: number }).port}`;
+    const result = await execa('node', [bin, 'start'], {
+      cwd: root,
+      env: { ...env, PARLOR_HTTP_PORT: String(await freePort()), TELEGRAM_BOT_TOKEN: '123456:refused', TELEGRAM_API_ROOT: apiRoot },
+      extendEnv: false,
+      reject: false,
+      timeout: 60_000,
+    });
+    expect(result.exitCode).toBe(2);
+    expect(result.stderr.trim()).toBe(
+      `parlor: TELEGRAM_BOT_TOKEN was refused by ${apiRoot} (401 Unauthorized); get the token again from @BotFather (/mybots → your bot → API Token) and set TELEGRAM_BOT_TOKEN`,
+    );
+    expect(await postgresRunning()).toBe(false);
+    await new Promise((resolve) => telegram.close(resolve));
+  }, 90_000);
+});
