@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { createBuiltinTools } from '#tools/index.ts';
 import { chat } from '#src/cli/chat.ts';
+import { conversations, log } from '#src/cli/inspect.ts';
 import { start } from '#src/cli/start.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
@@ -10,13 +11,15 @@ import { DatabaseUnavailableError } from '#src/db/client.ts';
 import { EmbeddedPostgresError } from '#src/db/embedded-postgres.ts';
 import { createLogger } from '#src/log.ts';
 import { runDoctor } from '#src/doctor.ts';
-import { runMigrate } from '#src/migrate-command.ts';
+import { runMigrate } from '#src/cli/migrate.ts';
 
 interface Command {
   summary: string;
   /** The command's own help: its usage line and options. */
   help: string;
   options: NonNullable<ParseArgsConfig['options']>;
+  /** The name its one positional argument gets among the values, when it takes one. */
+  positional?: string;
   run(settings: Settings, values: Record<string, unknown>): Promise<number>;
 }
 
@@ -43,6 +46,30 @@ message per line, each answered before the next is sent.
     options: { persona: { type: 'string' } },
     run: (settings, values) => chat(settings, values as { persona?: string }),
   },
+  conversations: {
+    summary: 'list conversations: persona, connector, last activity, messages and turns',
+    help: `Usage: parlor conversations [--persona NAME] [--limit N]
+
+Lists conversations, most recently active first.
+  --persona NAME  only this persona's
+  --limit N       at most N (default 50)
+`,
+    options: { persona: { type: 'string' }, limit: { type: 'string' } },
+    run: (settings, values) => conversations(settings, values as { persona?: string; limit?: string }),
+  },
+  log: {
+    summary: "show a conversation's transcript (tool calls folded)",
+    help: `Usage: parlor log <conversation> [--limit N] [--full]
+
+Shows a conversation's messages, oldest first: who wrote them, when, and the tool calls with their results folded to
+a line each. The ids come from parlor conversations (e.g. assistant:terminal:assistant).
+  --limit N  the last N messages (default 100)
+  --full     tool calls and results in full
+`,
+    options: { limit: { type: 'string' }, full: { type: 'boolean' } },
+    positional: 'conversation',
+    run: (settings, values) => log(settings, values as { conversation?: string; limit?: string; full?: boolean }),
+  },
   migrate: {
     summary: 'apply database migrations and exit',
     help: `Usage: parlor migrate
@@ -51,7 +78,7 @@ Applies pending database migrations to DATABASE_URL (or the embedded Postgres) a
 boot too.
 `,
     options: {},
-    run: (settings) => runMigrate(settings, createLogger({ level: settings.logLevel, stream: 'stderr' })),
+    run: (settings) => runMigrate(settings, createLogger({ level: settings.logLevel, stream: 'stderr', file: settings.logFile })),
   },
   doctor: {
     summary: 'check configuration, database, model endpoint and connector tokens',
@@ -85,7 +112,9 @@ class UsageError extends Error {}
 
 function parse(name: string, command: Command, args: string[]): Record<string, unknown> {
   try {
-    return parseArgs({ args, options: command.options, strict: true, allowPositionals: false }).values;
+    const { values, positionals } = parseArgs({ args, options: command.options, strict: true, allowPositionals: Boolean(command.positional) });
+    if (positionals.length > 1) throw Object.assign(new Error(`Unexpected argument '${positionals[1]}'`), { code: 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL' });
+    return command.positional && positionals[0] !== undefined ? { ...values, [command.positional]: positionals[0] } : values;
   } catch (err) {
     const code = (err as { code?: string }).code;
     const message = (err as Error).message.replace(/\. To specify a positional argument.*$/s, '').replace(/\.$/, '');

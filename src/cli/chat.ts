@@ -11,7 +11,7 @@ const DOUBLE_PRESS_MS = 3000;
 export async function chat(settings: Settings, values: { persona?: string }): Promise<number> {
   const interactive = Boolean(process.stdin.isTTY && process.stdout.isTTY);
   // stdout carries the conversation; logs go to stderr, quiet unless asked for.
-  const log = createLogger({ level: process.env.LOG_LEVEL ? settings.logLevel : 'warn', stream: 'stderr' });
+  const log = createLogger({ level: process.env.LOG_LEVEL ? settings.logLevel : 'warn', stream: 'stderr', file: settings.logFile });
   let quit!: (reason: string) => void;
   const quitting = new Promise<string>((resolve) => (quit = resolve));
   let inputEnded!: () => void;

@@ -7,7 +7,7 @@ import { stopOnSignal } from './signals.ts';
 
 export async function start(settings: Settings, values: { role: string }): Promise<number> {
   if (values.role !== 'all' && values.role !== 'worker') throw new ConfigError(`--role ${values.role} is not one of all, worker`);
-  const log = createLogger({ level: settings.logLevel });
+  const log = createLogger({ level: settings.logLevel, file: settings.logFile });
   const shutdown = stopOnSignal(log);
   const role = values.role;
   // Connectors receive where this process serves the platforms; a `--role worker` only runs turns.

@@ -25,6 +25,8 @@ export interface Settings {
   http: { port: number; host: string; apiToken?: string };
   timezone: string;
   logLevel: string;
+  /** PARLOR_LOG_FILE: logs go to this file (JSON lines) instead of the terminal. */
+  logFile?: string;
   /** Platform settings by connector id; a connector starts when its entry is present. */
   connectors: {
     telegram?: { token: string; apiRoot?: string; webhookUrl?: string };
@@ -169,6 +171,7 @@ export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sett
     http: { port, host: optional(env, 'PARLOR_HTTP_HOST') ?? '127.0.0.1', apiToken: apiToken(env) },
     timezone,
     logLevel,
+    logFile: optional(env, 'PARLOR_LOG_FILE') ? path.resolve(cwd, optional(env, 'PARLOR_LOG_FILE')!) : undefined,
     connectors,
   };
 }

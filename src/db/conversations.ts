@@ -1,4 +1,4 @@
-import { eq, sql } from 'drizzle-orm';
+import { desc, eq, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
 import { conversations } from './schema.ts';
 
@@ -50,4 +50,32 @@ export async function pruneFreshCronConversations(db: Queryable, olderThan: Date
   await db
     .delete(conversations)
     .where(sql`${conversations.id} ~ '^[^:]+:cron:[^:]+:[0-9]{12}-[0-9a-f]{8}$' and ${conversations.lastActivityAt} < ${olderThan.toISOString()}`);
+}
+
+export interface ConversationSummary {
+  id: string;
+  persona: string;
+  connector: string | null;
+  chat: string | null;
+  lastActivityAt: Date;
+  messages: number;
+  turns: number;
+}
+
+/** Conversations, most recently active first, with how many messages and turns each holds. */
+export async function listConversations(db: Queryable, options: { persona?: string; limit: number }): Promise<ConversationSummary[]> {
+  return db
+    .select({
+      id: conversations.id,
+      persona: conversations.persona,
+      connector: conversations.connector,
+      chat: conversations.chat,
+      lastActivityAt: conversations.lastActivityAt,
+      messages: sql<number>`(select count(*)::int from messages m where m.conversation_id = conversations.id)`,
+      turns: sql<number>`(select count(*)::int from turns t where t.conversation_id = conversations.id)`,
+    })
+    .from(conversations)
+    .where(options.persona ? eq(conversations.persona, options.persona) : undefined)
+    .orderBy(desc(conversations.lastActivityAt))
+    .limit(options.limit);
 }

@@ -99,3 +99,18 @@ export async function turnSenders(db: Queryable, turnId: string): Promise<string
     .orderBy(messages.id);
   return [...new Set(rows.map((r) => r.sender!))];
 }
+
+/** The last `limit` messages of a conversation, oldest first, with when they were written and by whom. */
+export async function transcript(
+  db: Queryable,
+  conversationId: string,
+  limit: number,
+): Promise<{ id: number; message: ChatMessage; sender: string | null; createdAt: Date }[]> {
+  const rows = await db
+    .select({ id: messages.id, content: messages.content, sender: messages.sender, createdAt: messages.createdAt })
+    .from(messages)
+    .where(eq(messages.conversationId, conversationId))
+    .orderBy(desc(messages.id))
+    .limit(limit);
+  return rows.reverse().map((r) => ({ id: r.id, message: r.content as ChatMessage, sender: r.sender, createdAt: r.createdAt }));
+}

@@ -131,6 +131,60 @@ describe('the command line', () => {
   });
 });
 
+describe('looking at what happened', () => {
+  it('parlor conversations lists them with persona, connector and last activity; parlor log shows the transcript with tool calls folded', async () => {
+    fake.script(
+      { toolCalls: [{ name: 'clock', arguments: { timezone: 'Europe/Berlin' } }] },
+      { text: 'It is late in Berlin.' },
+    );
+    const env = { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') };
+    await parlor(['chat', '--persona', 'assistant'], env, 'what time is it in Berlin?\n');
+    const list = await parlor(['conversations'], env);
+    expect(list.exitCode).toBe(0);
+    const row = list.stdout.split('\n').find((l) => l.startsWith('assistant:terminal:assistant'));
+    expect(row).toMatch(/^assistant:terminal:assistant\s+assistant\s+terminal\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC\s+\d+\s+\d+$/);
+
+    const transcript = await parlor(['log', 'assistant:terminal:assistant', '--limit', '4'], env);
+    expect(transcript.exitCode).toBe(0);
+    const lines = transcript.stdout.split('\n');
+    expect(lines).toHaveLength(5);
+    expect(lines[0]).toMatch(/^\d\d:\d\d:\d\d terminal:owner: what time is it in Berlin\?$/);
+    expect(lines[1]).toMatch(/assistant: \(tool calls\)$/);
+    expect(lines[2]).toMatch(/^\d\d:\d\d:\d\d {3}→ clock \{"timezone":"Europe\/Berlin"\}$/);
+    expect(lines[3]).toMatch(/^\d\d:\d\d:\d\d {3}← clock: /);
+    expect(lines[4]).toMatch(/assistant: It is late in Berlin\.$/);
+
+    const unknown = await parlor(['log', 'nobody:here'], env);
+    expect(unknown.exitCode).toBe(2);
+    expect(unknown.stderr).toBe('parlor: there is no conversation "nobody:here"; parlor conversations lists them');
+  });
+});
+
+describe('logs', () => {
+  it('PARLOR_LOG_FILE sends the logs to a file, as JSON lines, and the terminal stays quiet', async () => {
+    const file = path.join(cwd, 'logs', 'parlor.log');
+    const child = execa('node', [bin, 'start'], {
+      cwd,
+      env: { PATH: process.env.PATH!, HOME: process.env.HOME ?? cwd, ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas'), PARLOR_HTTP_PORT: '0', PARLOR_LOG_FILE: file },
+      extendEnv: false,
+      reject: false,
+      timeout: 60_000,
+    });
+    const deadline = Date.now() + 30_000;
+    let text = '';
+    while (!text.includes('Parlor is running') && Date.now() < deadline) {
+      text = await fs.readFile(file, 'utf8').catch(() => '');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    child.kill('SIGINT');
+    const result = await child;
+    expect(result.exitCode).toBe(0);
+    expect(result.stdout).toBe('');
+    const lines = (await fs.readFile(file, 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { msg: string });
+    expect(lines.map((l) => l.msg)).toEqual(expect.arrayContaining(['Parlor is running; Ctrl-C stops it', 'shutting down']));
+  });
+});
+
 describe('configuration errors', () => {
   it('with no model configured, start exits 2 naming the variables and an example', async () => {
     const result = await parlor(['start'], { DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: path.join(root, 'personas') });

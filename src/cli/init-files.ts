@@ -1,0 +1,180 @@
+// The files `parlor init` writes: a starter persona whose comments explain every setting, and a `.env`.
+// Each commented example is a valid line once its `// ` is removed, so a user can switch one on by uncommenting it.
+import { parseEnvText } from '#src/config/env.ts';
+import { ConfigError } from '#src/config/errors.ts';
+
+export interface PersonaAnswers {
+  name: string;
+  /** Who the persona is, in the user's words (usually one line). */
+  soul?: string;
+  /** The owner's Telegram user id: allowed to DM the persona, and its DM is where proactive messages go. */
+  telegramUser?: string;
+}
+
+export interface EnvAnswers {
+  provider: 'openai' | 'anthropic';
+  baseUrl?: string;
+  model?: string;
+  apiKey?: string;
+  telegramToken?: string;
+}
+
+export const DEFAULT_SOUL = 'a capable, friendly helper who lives in the chats of the person who runs you';
+
+/** `my-bot` → `My bot`: how the persona is named in its own soul. */
+function displayName(name: string): string {
+  const words = name.replace(/[-_]+/g, ' ').trim();
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+export function soulText({ name, soul }: PersonaAnswers): string {
+  let who = (soul ?? '').trim() || DEFAULT_SOUL;
+  if (!/^(you are|you're)\b/i.test(who)) {
+    // "A terse sysadmin" reads as "You are Ops, a terse sysadmin"; "API expert" keeps its capitals.
+    if (/^[A-Z][a-z]/.test(who)) who = who.charAt(0).toLowerCase() + who.slice(1);
+    who = `You are ${displayName(name)}, ${who}`;
+  }
+  if (!/[.!?]$/.test(who)) who += '.';
+  return `${who}
+
+How you talk:
+- Lead with the answer, then the detail that matters. Short paragraphs; lists only when they help.
+- Plain, warm and direct: no filler, no apologies for being an AI, no sign-offs.
+- Match the language the person writes in.
+- When a request is ambiguous and a wrong guess would waste their time, ask one short question; otherwise make a sensible assumption and say which.
+
+How you work:
+- Use your tools when they give a better answer than memory, and say plainly when something did not work.
+- Never invent facts, links, numbers or quotes. If you do not know, say so and suggest how to find out.
+- Keep secrets secret: never repeat tokens, keys or passwords, even if they show up in a tool result.
+`;
+}
+
+export function connectorsText({ name, telegramUser }: PersonaAnswers): string {
+  const me = telegramUser ? JSON.stringify(`telegram:${telegramUser}`) : undefined;
+  const users = me ? `    ${me},\n` : '    // "telegram:123456789",\n';
+  const primary = telegramUser
+    ? `  "primary": { "connector": "telegram", "to": ${JSON.stringify(telegramUser)} },`
+    : '  // "primary": { "connector": "telegram", "to": "123456789" },';
+  return `// Who ${name} talks to and where it lives. Comments and trailing commas are fine here; Parlor checks this
+// file at start-up and names the line that is wrong. To switch an example on, remove the // in front of it.
+{
+  // Wins when several personas list the same person, and is the one \`parlor chat\` picks without --persona.
+  // "default": true,
+
+  // People who may DM ${name}, as "<connector>:<user id>". The terminal (\`parlor chat\`) is always allowed.
+  // Someone not listed who writes gets one short reply naming their address, so you can add it here.
+  "users": [
+${users}  ],
+
+  // Who may answer its approval buttons (Allow once / Always allow / Deny). Default: everyone in "users".
+  // "approvers": ["telegram:123456789"],
+
+  // Where reminders, schedules and heartbeats send what names no chat. On Telegram your DM with the bot has
+  // your user id as its chat id.
+${primary}
+
+  // Group chats and channels it answers in. With "mention": true (the default) it answers only when it is
+  // @mentioned or replied to; with false, every message it can see.
+  "channels": [
+    // { "connector": "telegram", "chat": "-1001234567890", "mention": true },
+  ],
+}
+`;
+}
+
+export function toolsText({ name }: PersonaAnswers): string {
+  return `// Which tools ${name} gets, and which ones ask a person first. A name here that is not a tool stops
+// start-up with the nearest tool named, so a typo never turns "ask first" into "run unasked".
+{
+  // Tools that need a person's click before they run: Allow once, Always allow (remembered for this persona)
+  // or Deny. An approval nobody answers counts as Deny. Any tool may be listed, e.g. ["send_message"].
+  "approve": [],
+
+  // Tools that act on the machine, like shell_exec, ask first even when they are not under "approve". Listed
+  // here, they run without asking: leave this empty unless you trust every command the model might run.
+  "allow": [],
+
+  // Tools it never gets, e.g. ["shell_exec"] for a persona that only talks.
+  "deny": [],
+
+  // "approvalTimeoutSeconds": 300, // how long an approval waits before it counts as Deny (1-7200)
+  // "thinking": false, // deeper reasoning on every answer; /think switches it per chat
+  // "model": "gpt-4.1-mini", // this persona's model instead of LLM_MODEL
+}
+`;
+}
+
+export function schedulesText({ name, telegramUser }: PersonaAnswers): string {
+  const to = JSON.stringify(telegramUser ?? '123456789');
+  return `// ${name}'s schedules, in PARLOR_TIMEZONE (default UTC). Each entry has a "name", a "type" ("heartbeat" or
+// "cron"), a "cron" expression (minute hour day-of-month month day-of-week) and a "prompt"; optionally "fresh"
+// (a new conversation each time), "enabled" and "deliver". Edits take effect within seconds, without a restart.
+// To switch an example on, remove the // in front of it.
+[
+  // A heartbeat: every hour from 8 to 20 it goes through HEARTBEAT.md (write that file beside this one) and
+  // messages "primary" (see connectors.jsonc) only when something needs you.
+  // { "name": "hourly-check", "type": "heartbeat", "cron": "0 8-20 * * *", "prompt": "Go through your checklist." },
+
+  // A cron job: a short plan every weekday at 8, sent to a Telegram chat.
+  // { "name": "morning-briefing", "type": "cron", "cron": "0 8 * * 1-5", "prompt": "Send me a short plan for today.", "deliver": { "connector": "telegram", "to": ${to} } },
+]
+`;
+}
+
+/** A `.env` value, quoted only when it needs to be; the caller checks that it reads back unchanged. */
+function envValue(value: string): string {
+  if (/^[\w./:@+=~,-]*$/.test(value)) return value;
+  if (!value.includes("'")) return `'${value}'`;
+  return `"${value}"`;
+}
+
+export function envText(answers: EnvAnswers): string {
+  const lines = [
+    '# Parlor\'s settings, written by `parlor init`. A variable set in the environment wins over this file.',
+    '# Keep this file private: it holds keys and tokens.',
+    '',
+  ];
+  const values: Record<string, string> = {};
+  const set = (key: string, value: string) => {
+    values[key] = value;
+    lines.push(`${key}=${envValue(value)}`);
+  };
+  if (answers.model) {
+    lines.push('# The model (`npx parlor doctor` checks that it answers).');
+    set('LLM_PROVIDER', answers.provider);
+    if (answers.baseUrl) set('LLM_BASE_URL', answers.baseUrl);
+    set('LLM_MODEL', answers.model);
+    if (answers.apiKey) set('LLM_API_KEY', answers.apiKey);
+    else lines.push('# LLM_API_KEY=...');
+  } else {
+    lines.push(
+      '# The model: remove the # in front of one block and fill it in (`npx parlor doctor` checks that it answers).',
+      '# Ollama, vLLM, llama.cpp, OpenRouter or any other OpenAI-compatible server:',
+      '# LLM_PROVIDER=openai',
+      '# LLM_BASE_URL=http://localhost:11434/v1',
+      '# LLM_MODEL=llama3.1',
+      '#',
+      '# OpenAI:',
+      '# LLM_PROVIDER=openai',
+      '# LLM_API_KEY=sk-...',
+      '# LLM_MODEL=gpt-4.1-mini',
+      '#',
+      '# Anthropic:',
+      '# LLM_PROVIDER=anthropic',
+      '# LLM_API_KEY=sk-ant-...',
+      '# LLM_MODEL=claude-sonnet-4-5',
+    );
+  }
+  lines.push('', '# Telegram: a bot token from @BotFather (/newbot). Parlor runs the bot while this is set.');
+  if (answers.telegramToken) set('TELEGRAM_BOT_TOKEN', answers.telegramToken);
+  else lines.push('# TELEGRAM_BOT_TOKEN=123456789:AA...');
+  const text = `${lines.join('\n')}\n`;
+
+  // A value that would not read back as given (a quote and a newline in one key) is refused, never written wrong.
+  const back = parseEnvText(text);
+  for (const [key, value] of Object.entries(values)) {
+    if (back[key] !== value) throw new ConfigError(`${key} cannot be written to .env as given (quotes or line breaks in it); put it there yourself`);
+  }
+  return text;
+}
