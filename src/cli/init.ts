@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { PLATFORM_CONNECTORS, type Settings } from '#src/config/env.ts';
+import { parseEnvText, parseSettings, PLATFORM_CONNECTORS, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { loadPersona } from '#src/config/persona.ts';
 import { connectorsText, DEFAULT_SOUL, envText, schedulesText, soulText, toolsText, type EnvAnswers, type PersonaAnswers } from './init-files.ts';
@@ -132,6 +132,15 @@ function checkFreeName(name: string, settings: Settings, cwd: string): void {
 /** Writes the persona folder, checks it with the loader, then the `.env`; on any failure, removes what it wrote. */
 function writeFiles(settings: Settings, cwd: string, persona: PersonaAnswers, env: EnvAnswers | undefined): { dir: string; envFile?: string } {
   const envContent = env ? envText(env) : undefined;
+  // What `.env` says must start Parlor: checked by the same parser every command runs, before anything is written.
+  if (envContent !== undefined) {
+    try {
+      parseSettings(parseEnvText(envContent), cwd);
+    } catch (err) {
+      if (err instanceof ConfigError) throw new ConfigError(`the .env these settings make would not load: ${err.message}`);
+      throw err;
+    }
+  }
   const madeRoot = !fs.existsSync(settings.personasDir);
   const dir = path.join(settings.personasDir, persona.name);
   fs.mkdirSync(settings.personasDir, { recursive: true });
@@ -213,7 +222,7 @@ async function askQuestions(settings: Settings, values: InitValues, io: InitIo, 
     rl.close();
   });
   /** Asks until `check` accepts the answer (blank takes the default); undefined when input ends. */
-  const ask = async (question: string, fallback = '', check?: (v: string) => string | undefined): Promise<string | undefined> => {
+  const ask: Ask = async (question, fallback = '', check) => {
     for (;;) {
       rl.setPrompt(`${question}${fallback ? ` [${fallback}]` : ''}: `);
       rl.prompt();
@@ -241,26 +250,16 @@ async function askQuestions(settings: Settings, values: InitValues, io: InitIo, 
 
     let env: EnvAnswers | undefined;
     if (envExists) {
-      io.output.write('Keeping .env as it is (the model and tokens stay as they are there).\n');
+      io.output.write('Keeping .env as it is: the model and tokens stay as they are there.\n');
     } else if (settings.llm) {
       io.output.write(`The model comes from the environment (LLM_MODEL=${settings.llm.model}); .env gets examples only.\n`);
       env = { provider: 'openai' };
     } else {
-      const endpoint = await ask('Model endpoint: an OpenAI-compatible URL, or "anthropic"', OLLAMA, (v) => (v.toLowerCase() === 'anthropic' ? undefined : problems.url(v)));
-      if (endpoint === undefined) return undefined;
-      const provider = endpoint.toLowerCase() === 'anthropic' ? 'anthropic' : 'openai';
-      const baseUrl = provider === 'openai' ? endpoint.replace(/\/+$/, '') : undefined;
-      const apiKey = await ask(provider === 'anthropic' ? 'Anthropic API key (sk-ant-...; blank to add it to .env later)' : 'API key (blank if the server needs none)');
-      if (apiKey === undefined) return undefined;
-      const served = await listModels(provider, baseUrl, apiKey);
-      if (served.models.length) io.output.write(`  it serves: ${served.models.slice(0, 8).join(', ')}${served.models.length > 8 ? ', …' : ''}\n`);
-      else if (served.problem) io.output.write(`  could not list its models (${served.problem}); you can still name one\n`);
-      const suggestion = served.models[0] ?? (provider === 'anthropic' ? 'claude-sonnet-4-5' : baseUrl === OLLAMA ? 'llama3.1' : '');
-      const model = await ask('Model name (blank to set it in .env later)', suggestion);
+      const model = await askModel(ask, io);
       if (model === undefined) return undefined;
-      // A model that cannot run (Anthropic without its key) stays out of .env rather than stopping every start.
-      const usable = model && (apiKey || provider === 'openai');
-      env = usable ? { provider, baseUrl, model, apiKey: apiKey || undefined } : { provider: 'openai' };
+      env = model;
+    }
+    if (env) {
       const token = await ask('Telegram bot token from @BotFather (blank to skip)', '', problems.token);
       if (token === undefined) return undefined;
       env.telegramToken = token || undefined;
@@ -274,6 +273,28 @@ async function askQuestions(settings: Settings, values: InitValues, io: InitIo, 
   } finally {
     rl.close();
   }
+}
+
+type Ask = (question: string, fallback?: string, check?: (v: string) => string | undefined) => Promise<string | undefined>;
+
+/** The model questions: endpoint, key, then the name, with the endpoint's own models suggested. */
+async function askModel(ask: Ask, io: InitIo): Promise<EnvAnswers | undefined> {
+  const endpoint = await ask('Model endpoint: an OpenAI-compatible URL, or "anthropic"', OLLAMA, (v) => (v.toLowerCase() === 'anthropic' ? undefined : problems.url(v)));
+  if (endpoint === undefined) return undefined;
+  const provider = endpoint.toLowerCase() === 'anthropic' ? 'anthropic' : 'openai';
+  const baseUrl = provider === 'openai' ? endpoint.replace(/\/+$/, '') : undefined;
+  let apiKey: string | undefined = '';
+  // Anthropic needs its key: without one every start would stop at LLM_API_KEY.
+  do apiKey = await ask(provider === 'anthropic' ? 'Anthropic API key (sk-ant-...)' : 'API key (blank if the server needs none)');
+  while (apiKey === '' && provider === 'anthropic');
+  if (apiKey === undefined) return undefined;
+  const served = await listModels(provider, baseUrl, apiKey);
+  if (served.models.length) io.output.write(`  it serves: ${served.models.slice(0, 8).join(', ')}${served.models.length > 8 ? ', …' : ''}\n`);
+  else if (served.problem) io.output.write(`  could not list its models (${served.problem}); you can still name one\n`);
+  const suggestion = served.models[0] ?? (provider === 'anthropic' ? 'claude-sonnet-4-5' : baseUrl === OLLAMA ? 'llama3.1' : '');
+  const model = await ask('Model name (blank to set it in .env later)', suggestion);
+  if (model === undefined) return undefined;
+  return model ? { provider, baseUrl, model, apiKey: apiKey || undefined } : { provider: 'openai' };
 }
 
 /** The models an endpoint lists, to suggest one; a few seconds at most, and a failure only means no suggestion. */
