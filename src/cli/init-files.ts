@@ -30,8 +30,8 @@ function displayName(name: string): string {
 export function soulText({ name, soul }: PersonaAnswers): string {
   let who = (soul ?? '').trim() || DEFAULT_SOUL;
   if (!/^(you are|you're)\b/i.test(who)) {
-    // "A terse sysadmin" reads as "You are Ops, a terse sysadmin"; "API expert" keeps its capitals.
-    if (/^[A-Z][a-z]/.test(who)) who = who.charAt(0).toLowerCase() + who.slice(1);
+    // "A terse sysadmin" reads as "You are Ops, a terse sysadmin"; "Linux expert" keeps its capital.
+    who = who.replace(/^(A|An|The|My|Your)\b/, (word) => word.toLowerCase());
     who = `You are ${displayName(name)}, ${who}`;
   }
   if (!/[.!?]$/.test(who)) who += '.';
@@ -107,10 +107,10 @@ export function toolsText({ name }: PersonaAnswers): string {
 
 export function schedulesText({ name, telegramUser }: PersonaAnswers): string {
   const to = JSON.stringify(telegramUser ?? '123456789');
-  return `// ${name}'s schedules, in PARLOR_TIMEZONE (default UTC). Each entry has a "name", a "type" ("heartbeat" or
-// "cron"), a "cron" expression (minute hour day-of-month month day-of-week) and a "prompt"; optionally "fresh"
-// (a new conversation each time), "enabled" and "deliver". Edits take effect within seconds, without a restart.
-// To switch an example on, remove the // in front of it.
+  return `// When ${name} speaks first: heartbeat and cron entries, in PARLOR_TIMEZONE (default UTC). Each entry has a
+// name, a type (heartbeat or cron), a cron expression (minute hour day-of-month month day-of-week) and a prompt;
+// optionally fresh (a new conversation each time), enabled and deliver. Edits take effect within seconds, without
+// a restart. To switch an example on, remove the // in front of it.
 [
   // A heartbeat: every hour from 8 to 20 it goes through HEARTBEAT.md (write that file beside this one) and
   // messages "primary" (see connectors.jsonc) only when something needs you.

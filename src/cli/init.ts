@@ -192,21 +192,29 @@ function summary(settings: Settings, cwd: string, persona: PersonaAnswers, env: 
   const hasModel = Boolean(settings.llm || env?.model);
   const hasTelegram = Boolean(settings.connectors.telegram || env?.telegramToken);
   lines.push('');
-  if (!hasModel) {
+  if (!hasModel && written.envFile) {
     lines.push(
-      'No model is set yet. Put one in .env, for example (then `npx parlor doctor` checks it):',
-      `  LLM_PROVIDER=openai  LLM_BASE_URL=${OLLAMA}  LLM_MODEL=llama3.1    (Ollama or any OpenAI-compatible server)`,
-      '  LLM_PROVIDER=anthropic  LLM_API_KEY=sk-ant-...  LLM_MODEL=claude-sonnet-4-5',
-      'each NAME=value on a line of its own.',
+      'No model is set yet: in .env, remove the # in front of one of the examples and fill it in (for Ollama,',
+      `LLM_BASE_URL=${OLLAMA} and LLM_MODEL=llama3.1); then \`npx parlor doctor\` checks that it answers.`,
+      '',
+    );
+  } else if (!hasModel) {
+    lines.push(
+      'No model is set yet: add it to .env, each setting on a line of its own, e.g. for Ollama',
+      `  LLM_PROVIDER=openai\n  LLM_BASE_URL=${OLLAMA}\n  LLM_MODEL=llama3.1`,
+      'or for Anthropic LLM_PROVIDER=anthropic, LLM_API_KEY=sk-ant-... and LLM_MODEL=claude-sonnet-4-5;',
+      'then `npx parlor doctor` checks that it answers.',
       '',
     );
   }
-  lines.push(hasModel ? 'Next:' : 'Then:', `  npx parlor chat --persona ${name}    talk to it in this terminal`);
-  if (hasTelegram) {
-    lines.push(`  npm start                            run it on Telegram${persona.telegramUser ? ' and message your bot' : ''}`);
-    if (!persona.telegramUser) lines.push(`  (message the bot first: it answers with your address, for "users" in ${path.join(shown(written.dir, cwd), 'connectors.jsonc')})`);
-  } else if (persona.telegramUser) {
-    lines.push('  then set TELEGRAM_BOT_TOKEN in .env (from @BotFather) and run npm start to reach it on Telegram');
+  const next: [string, string][] = [[`npx parlor chat --persona ${name}`, 'talk to it in this terminal']];
+  if (hasTelegram) next.push(['npm start', `run it on Telegram${persona.telegramUser ? ', then message your bot' : ''}`]);
+  const width = Math.max(...next.map(([command]) => command.length)) + 4;
+  lines.push(hasModel ? 'Next:' : 'Then:', ...next.map(([command, what]) => `  ${command.padEnd(width)}${what}`));
+  if (hasTelegram && !persona.telegramUser) {
+    lines.push(`Your bot answers strangers with their address: add yours to "users" in ${path.join(shown(written.dir, cwd), 'connectors.jsonc')}.`);
+  } else if (!hasTelegram && persona.telegramUser) {
+    lines.push('To reach it on Telegram, set TELEGRAM_BOT_TOKEN in .env (a bot token from @BotFather) and run npm start.');
   }
   return `${lines.join('\n')}\n`;
 }
