@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { createBuiltinTools } from '#tools/index.ts';
 import { chat } from '#src/cli/chat.ts';
+import { init, type InitValues } from '#src/cli/init.ts';
 import { conversations, log } from '#src/cli/inspect.ts';
 import { start } from '#src/cli/start.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
@@ -24,6 +25,37 @@ interface Command {
 }
 
 const COMMANDS: Record<string, Command> = {
+  init: {
+    summary: 'create a persona (and a .env, if there is none) from a few questions or options',
+    help: `Usage: parlor init [NAME] [options]
+
+Writes a persona folder under PARLOR_PERSONAS_DIR (default ./personas): SOUL.md, a commented connectors.jsonc,
+tools.jsonc and schedules.jsonc, and workspace/; and, when this folder has no .env, one with the model settings.
+It never overwrites a persona or a .env. At a terminal it asks a few questions; with any option below, or with
+its input piped, it asks nothing.
+  NAME                    the persona's folder: lowercase letters, digits, - and _ (default: assistant, when there is no persona yet)
+  --soul TEXT             who it is, in one line, e.g. "a terse Linux admin who helps me run my servers"
+  --provider NAME         openai (any OpenAI-compatible endpoint; the default) or anthropic
+  --base-url URL          the model endpoint, e.g. http://localhost:11434/v1 (Ollama)
+  --model NAME            the model, e.g. llama3.1
+  --api-key KEY           the endpoint's API key (Anthropic and OpenAI's own API need one)
+  --telegram-token TOKEN  the bot token from @BotFather
+  --telegram-user ID      your Telegram user id: you may DM the persona, and its proactive messages go to you
+  --yes, -y               take the defaults without asking
+`,
+    options: {
+      soul: { type: 'string' },
+      provider: { type: 'string' },
+      'base-url': { type: 'string' },
+      model: { type: 'string' },
+      'api-key': { type: 'string' },
+      'telegram-token': { type: 'string' },
+      'telegram-user': { type: 'string' },
+      yes: { type: 'boolean', short: 'y' },
+    },
+    positional: 'name',
+    run: (settings, values) => init(settings, values as InitValues),
+  },
   start: {
     summary: 'run Parlor: connectors, HTTP server and turn workers',
     help: `Usage: parlor start [--role all|worker]
@@ -96,7 +128,7 @@ const USAGE = `Usage: parlor <command> [options]
 
 Commands:
 ${Object.entries(COMMANDS)
-  .map(([name, c]) => `  ${name.padEnd(10)}${c.summary}`)
+  .map(([name, c]) => `  ${name.padEnd(15)}${c.summary}`)
   .join('\n')}
 
 parlor <command> --help shows a command's options; parlor --version prints the version.

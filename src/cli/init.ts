@@ -4,7 +4,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
 import { parseEnvText, parseSettings, PLATFORM_CONNECTORS, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
-import { loadPersona } from '#src/config/persona.ts';
+import { loadPersona, PERSONA_NAME } from '#src/config/persona.ts';
 import { connectorsText, DEFAULT_SOUL, envText, schedulesText, soulText, toolsText, type EnvAnswers, type PersonaAnswers } from './init-files.ts';
 
 /** The command line's values: the positional name and the flags. */
@@ -28,14 +28,12 @@ export interface InitIo {
   interactive: boolean;
 }
 
-// The same rule as the persona loader's; checked here first so a bad name is one line before anything is written.
-const NAME = /^[a-z0-9][a-z0-9_-]*$/;
 const OLLAMA = 'http://localhost:11434/v1';
 /** Flags that set what goes into `.env`. */
 const ENV_FLAGS = ['model', 'base-url', 'provider', 'api-key', 'telegram-token'] as const;
 
 const problems = {
-  name: (v: string) => (NAME.test(v) ? undefined : `"${v}" is not a persona name: use lowercase letters, digits, - and _ (e.g. "${slug(v)}")`),
+  name: (v: string) => (PERSONA_NAME.test(v) ? undefined : `"${v}" is not a persona name: use lowercase letters, digits, - and _ (e.g. "${slug(v)}")`),
   url: (v: string) => (/^https?:\/\/[^/\s]+/i.test(v) && URL.canParse(v) ? undefined : `${v} is not a URL: it needs http:// or https:// in front, e.g. ${OLLAMA}`),
   token: (v: string) => (/^\d+:[\w-]+$/.test(v) ? undefined : 'that does not look like a bot token (digits:letters); copy it from @BotFather'),
   user: (v: string) => (/^\d+$/.test(v) ? undefined : `${v} is not a Telegram user id (digits, e.g. 123456789); the bot tells you yours when you message it`),

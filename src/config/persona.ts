@@ -68,7 +68,8 @@ const validateConnectors = ajv.compile(connectorsSchema);
 const validateTools = ajv.compile(toolsSchema);
 const validateSchedules = ajv.compile(schedulesSchema);
 
-const NAME = /^[a-z0-9][a-z0-9_-]*$/;
+/** What a persona folder may be called. */
+export const PERSONA_NAME = /^[a-z0-9][a-z0-9_-]*$/;
 
 export interface LoadOptions {
   /**
@@ -101,7 +102,7 @@ export function loadPersonas(dir: string, options: LoadOptions = {}): Persona[] 
 
 export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
   const name = path.basename(dir);
-  if (!NAME.test(name)) {
+  if (!PERSONA_NAME.test(name)) {
     throw new ConfigError(`${dir}: persona folder names use lowercase letters, digits, - and _ (got "${name}")`);
   }
   const soulFile = path.join(dir, 'SOUL.md');
