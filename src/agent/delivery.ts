@@ -7,7 +7,7 @@ import {
   insertOutbound,
   markOutboundFailed,
   markOutboundSent,
-  outboundClaimerAlive,
+  outboundOrphaned,
   outboundRowByKey,
   releaseOutbound,
   takeOverOutbound,
@@ -121,7 +121,7 @@ export function createDelivery(deps: {
       if (existing.status === 'failed') return { status: 'failed', error: existing.error ?? 'delivery failed' };
       if (existing.status === 'pending' && !connector) return { status: 'queued' };
       // A sender seen gone twice, a few seconds apart: a database blip drops a live process's sessions for a moment.
-      if (existing.status === 'pending' || !(await claimerGoneTwice(existing.id))) {
+      if (existing.status === 'pending' || (await orphanedTwice(existing.id))) {
         const taken = await takeOverOutbound(db, existing.id, deps.session);
         if (taken && connector) {
           if (existing.status === 'sending') log.warn({ connector: taken.connector, chat: taken.chat, key: taken.dedupeKey }, 'sending again a message whose sender stopped before the platform confirmed it');
@@ -139,11 +139,14 @@ export function createDelivery(deps: {
     }
   }
 
-  /** True when the row's claimer is alive; false only when it is missing now and still missing a moment later. */
-  async function claimerGoneTwice(id: number): Promise<boolean> {
-    if (await outboundClaimerAlive(db, id)) return true;
+  /**
+   * True only when the row is still 'sending' with its claimer gone now and a moment later. A row that was sent or
+   * failed meanwhile is not orphaned: the loop reads it again and settles.
+   */
+  async function orphanedTwice(id: number): Promise<boolean> {
+    if (!(await outboundOrphaned(db, id))) return false;
     await sleep(deps.livenessRecheckMs ?? 3000);
-    return outboundClaimerAlive(db, id);
+    return outboundOrphaned(db, id);
   }
 
   async function markOutboundPending(row: OutboundRow) {

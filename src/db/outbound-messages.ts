@@ -77,12 +77,18 @@ export async function releaseOutbound(db: Queryable, id: number, claimedBy: stri
     .where(and(eq(outboundMessages.id, id), eq(outboundMessages.status, 'sending'), eq(outboundMessages.claimedBy, claimedBy)));
 }
 
-/** Whether the process that claimed this message is still alive (its session is on the database). */
-export async function outboundClaimerAlive(db: Queryable, id: number): Promise<boolean> {
+/** Whether a message is still 'sending' with a claimer that is gone (no session of it on the database). */
+export async function outboundOrphaned(db: Queryable, id: number): Promise<boolean> {
   const rows = await db
     .select({ id: outboundMessages.id })
     .from(outboundMessages)
-    .where(and(eq(outboundMessages.id, id), eq(outboundMessages.status, 'sending'), sql`${outboundMessages.claimedBy} in ${LIVE_SESSIONS}`));
+    .where(
+      and(
+        eq(outboundMessages.id, id),
+        eq(outboundMessages.status, 'sending'),
+        sql`(${outboundMessages.claimedBy} is null or ${outboundMessages.claimedBy} not in ${LIVE_SESSIONS})`,
+      ),
+    );
   return rows.length > 0;
 }
 

@@ -55,7 +55,8 @@ describe.skipIf(!canWriteOpt || !shellSandboxStatus().available)('the sandbox un
   it('hides a persona folder the personas folder links to from /opt, .env and all', async () => {
     // What the app hides today: its home, the personas folder, the environment file.
     const shell = createShellExecTool({ sandbox: { hide: [home, personasDir, envFile] } });
-    const out = await run(shell, `cat '${path.join(linked, '.env')}' '${path.join(linked, 'SOUL.md')}'; ls '${linked}' | wc -l`);
+    // One stream (2>&1), so the count comes last whatever the order stdout and stderr are read in.
+    const out = await run(shell, `cat '${path.join(linked, '.env')}' '${path.join(linked, 'SOUL.md')}' 2>&1; ls '${linked}' 2>&1 | wc -l`);
     expect(out.includes(SECRET)).toBe(false);
     expect(out.split('\n').at(-1)).toBe('0');
   });
