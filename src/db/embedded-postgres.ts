@@ -135,6 +135,14 @@ export async function startEmbeddedPostgres(
 
   const settings = await withStartLock(root, async () => {
     let settings = await readSettings(settingsFile);
+    const outsideHome = path.relative(root, dataDir).startsWith('..');
+    if (!settings && outsideHome && existsSync(path.join(dataDir, 'PG_VERSION'))) {
+      // Data kept outside a home that is gone (a checkout deleted and cloned again at the same path): its password
+      // went with the old home. It is set aside, not deleted, and this home starts afresh.
+      const aside = `${dataDir}.orphaned-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+      await fs.rename(dataDir, aside);
+      log(`${dataDir} belonged to an earlier ${root} whose settings are gone; set aside as ${aside}`);
+    }
     if (!existsSync(path.join(dataDir, 'PG_VERSION'))) {
       settings = { port: await freePort(), password: randomBytes(18).toString('base64url') };
       log(`initialising embedded Postgres in ${dataDir}`);

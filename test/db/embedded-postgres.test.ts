@@ -98,6 +98,23 @@ describe.skipIf(process.getuid?.() !== 0)('embedded Postgres started by root', (
     expect(await query(second.url, 'select note from kept')).toEqual([{ note: 'still here' }]);
   });
 
+  it('a checkout deleted and cloned again at the same path starts afresh: the old data, whose password went with it, is set aside', async () => {
+    const parent = await scratch(0o700);
+    const home = path.join(parent, 'home');
+    const systemDir = await scratch(0o755);
+    const first = await start(home, { systemDir });
+    await query(first.url, 'create table old_clone (note text)');
+    await first.release();
+    // rm -rf the checkout (its .parlor with the password), then clone it again at the same path.
+    await fs.rm(home, { recursive: true, force: true });
+
+    const again = await start(home, { systemDir });
+    expect(again.dataDir).toBe(first.dataDir);
+    expect(await query(again.url, "select count(*)::int as n from pg_tables where tablename = 'old_clone'")).toEqual([{ n: 0 }]);
+    const kept = (await fs.readdir(path.dirname(first.dataDir))).filter((name) => name.startsWith('postgres.orphaned-'));
+    expect(kept).toHaveLength(1);
+  });
+
   it('says in one line what to do when the binaries cannot be copied anywhere the postgres user can reach', async () => {
     const notAFolder = path.join(await scratch(0o755), 'file');
     await fs.writeFile(notAFolder, '');
