@@ -13,6 +13,10 @@ const forbiddenInCore = {
   ],
 };
 
+// A string that is a platform's name, or starts with one as an address (`telegram:42`).
+const PLATFORM_NAMES = String.raw`/^(telegram|terminal|discord|slack)(:|$)/i`;
+const PLATFORM_NAME_MESSAGE = 'src/ must not name a platform (DESIGN §1): pass it as data on the event or as a connector capability.';
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'migrations/**', '.parlor/**', 'dist/**'] },
   ...tseslint.configs.recommended,
@@ -25,6 +29,14 @@ export default tseslint.config(
   {
     files: ['src/**/*.ts'],
     ignores: ['src/app.ts', 'src/main.ts', 'src/cli/**'],
-    rules: { 'no-restricted-imports': ['error', forbiddenInCore] },
+    rules: {
+      'no-restricted-imports': ['error', forbiddenInCore],
+      // Platform facts reach the core as data on events and connector capabilities, never as a platform's name.
+      'no-restricted-syntax': [
+        'error',
+        { selector: `Literal[value=${PLATFORM_NAMES}]`, message: PLATFORM_NAME_MESSAGE },
+        { selector: `TemplateElement[value.raw=${PLATFORM_NAMES}]`, message: PLATFORM_NAME_MESSAGE },
+      ],
+    },
   },
 );

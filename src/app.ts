@@ -3,7 +3,8 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { createBuiltinTools } from '#tools/index.ts';
 import type { Connector } from '#src/connector.ts';
-import { PLATFORM_CONNECTORS, requireModel, settingSecrets, type Settings } from '#src/config/env.ts';
+import { CONNECTOR_IDS, CONNECTORS, LOCAL_CONNECTORS } from '#connectors/registry.ts';
+import { requireModel, settingSecrets, type Settings } from '#src/config/env.ts';
 import { checkPersonaConnectors, loadPersonas, type Persona } from '#src/config/persona.ts';
 import { connectDatabase, migrateDatabase, type Database } from '#src/db/client.ts';
 import { conversationIsIdle } from '#src/db/conversations.ts';
@@ -68,20 +69,19 @@ export interface App {
   stop(): Promise<void>;
 }
 
-/** The platform connectors whose tokens are set; each platform's SDK is loaded only when it is used. */
+/** The platform connectors whose settings are present and that are built; each platform's SDK loads only when used. */
 export async function createPlatformConnectors(settings: Settings, log: Logger): Promise<Connector[]> {
   const connectors: Connector[] = [];
-  const { telegram } = settings.connectors;
-  if (telegram) {
-    const { createTelegramConnector } = await import('#connectors/telegram/index.ts');
-    connectors.push(createTelegramConnector({ token: telegram.token, apiRoot: telegram.apiRoot, webhookUrl: telegram.webhookUrl, log }));
+  for (const entry of CONNECTORS) {
+    const connectorSettings = settings.connectors[entry.id];
+    if (connectorSettings !== undefined && entry.create) connectors.push(await entry.create(connectorSettings, { log }));
   }
   return connectors;
 }
 
 /** Connector ids that may be running somewhere in this deployment. */
 export function configuredConnectorIds(settings: Settings): string[] {
-  return ['terminal', ...Object.keys(settings.connectors)];
+  return [...LOCAL_CONNECTORS, ...Object.keys(settings.connectors)];
 }
 
 export async function startApp(options: AppOptions): Promise<App> {
@@ -105,7 +105,7 @@ export async function startApp(options: AppOptions): Promise<App> {
   for (const warning of unapprovedActions(personas, toolList)) log.warn(warning);
   // The names the personas use must be connectors Parlor has (or that run elsewhere in this deployment).
   const given = (await options.connectors?.({ settings, personas })) ?? [];
-  const namable = ['terminal', ...PLATFORM_CONNECTORS, ...(options.remoteConnectors ?? []), ...given.map((c) => c.id)];
+  const namable = [...CONNECTOR_IDS, ...(options.remoteConnectors ?? []), ...given.map((c) => c.id)];
   for (const persona of personas) checkPersonaConnectors(persona, namable);
   if (toolList.some((t) => t.name === 'shell_exec')) {
     const sandbox = shellSandboxStatus();
@@ -153,7 +153,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     await questions.start();
     cleanups.push(() => questions.stop());
     const scheduler = createScheduler({ database, jobs, personas: () => personas, timezone: settings.timezone, log, knownConnectors });
-    const tools = new ToolRunner(toolList, questions.approvalGate, settingSecrets(settings));
+    const tools = new ToolRunner(toolList, questions.approvalGate, settingSecrets(settings, CONNECTORS));
     const runner = createTurnRunner({
       database,
       personas: () => personas,

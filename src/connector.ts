@@ -50,7 +50,7 @@ export interface InboundEvent {
   /** The message replies to one of the bot's own messages. */
   replyToBot?: boolean;
   attachments?: Attachment[];
-  /** Set only by local connectors (the terminal): the persona to talk to, and that the sender is the owner. */
+  /** Honoured only from a `local` connector: the persona to talk to, and that the sender is the owner. */
   persona?: string;
   trusted?: boolean;
   /** Button payload for `kind: 'click'`. */
@@ -93,6 +93,11 @@ export interface SentMessage {
 
 export interface Connector {
   id: string;
+  /**
+   * Serves the owner at this machine (the terminal): its events may name their persona and vouch for their sender
+   * (`persona`, `trusted`). A platform connector never sets this, and the core drops those fields from its events.
+   */
+  local?: boolean;
   /** When set, this instance serves only these chats (a terminal serves its own persona's chat). */
   chats?: readonly string[];
   capabilities: ConnectorCapabilities;
@@ -138,4 +143,31 @@ export class PlatformError extends Error {
     this.retryAfterMs = fields.retryAfterMs;
     this.retryable = fields.retryable ?? (fields.status === undefined || fields.status === 429 || fields.status >= 500);
   }
+}
+
+/** Reads a connector's settings from the environment: trimmed values, and URLs checked as the core checks its own. */
+export interface SettingsReader {
+  optional(name: string): string | undefined;
+  /** The value as a URL with one of these protocols (`'https:'`), without a trailing slash; a ConfigError otherwise. */
+  url(name: string, protocols: string[]): string | undefined;
+}
+
+/**
+ * A platform as the composition root sees it: one entry in the connector registry. Adding a platform is a folder
+ * under connectors/ and one entry; nothing in the core names it.
+ */
+export interface ConnectorEntry<S = unknown> {
+  id: string;
+  /** The environment variables it reads. */
+  variables: readonly string[];
+  /** Its settings: undefined when it is not configured (no token); throws a ConfigError naming the variable. */
+  parse(read: SettingsReader): S | undefined;
+  /** Values to mask in tool output. */
+  secrets(settings: S): (string | undefined)[];
+  /** `parlor doctor`'s check against the platform: what is fine, or throws what to fix. */
+  doctor(settings: S, getJson: (url: string, headers: Record<string, string>, variable: string) => Promise<any>): Promise<string>;
+  /** Builds the connector; absent while the platform's connector is not built yet. */
+  create?(settings: S, context: { log: import('pino').Logger }): Connector | Promise<Connector>;
+  /** Whether several processes may receive for one token at once (a webhook, HTTP events) with these settings. */
+  multiProcess(settings: S): boolean;
 }

@@ -1,4 +1,5 @@
-import { PLATFORM_CONNECTORS, requireModel, type Settings } from '#src/config/env.ts';
+import { requireModel, type Settings } from '#src/config/env.ts';
+import type { ConnectorEntry } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { loadPersonas, type Persona } from '#src/config/persona.ts';
 import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
@@ -20,13 +21,19 @@ const TIMEOUT_MS = 8000;
 export async function runDoctor(
   settings: Settings,
   out: NodeJS.WritableStream,
-  options: { tools?: readonly Pick<Tool, 'name' | 'approval'>[] } = {},
+  options: {
+    tools?: readonly Pick<Tool, 'name' | 'approval'>[];
+    /** The connector registry: the configured ones are checked against their platforms. */
+    connectors?: readonly ConnectorEntry<any>[];
+    /** Every connector id persona files may name. */
+    connectorIds?: readonly string[];
+  } = {},
 ): Promise<number> {
   const checks: Check[] = [
     {
       name: 'personas',
       run: async () => {
-        const personas = loadPersonas(settings.personasDir, { connectors: ['terminal', ...PLATFORM_CONNECTORS] });
+        const personas = loadPersonas(settings.personasDir, { connectors: options.connectorIds });
         if (options.tools) checkToolPolicies(personas, options.tools.map((t) => t.name));
         return `${personas.length} in ${settings.personasDir}: ${personas.map((p) => p.name).join(', ')}`;
       },
@@ -50,36 +57,9 @@ export async function runDoctor(
     { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
     { name: 'approvals', run: async () => checkApprovals(settings, options.tools ?? []) },
   ];
-  const { telegram, discord, slack } = settings.connectors;
-  if (telegram) {
-    checks.push({
-      name: 'telegram',
-      run: async () => {
-        const body = await getJson(`${telegram.apiRoot ?? 'https://api.telegram.org'}/bot${telegram.token}/getMe`, {}, 'TELEGRAM_BOT_TOKEN');
-        if (!body.ok) throw new Error(`token refused (${body.description ?? 'unauthorized'}); copy it again from @BotFather into TELEGRAM_BOT_TOKEN`);
-        return `bot @${body.result.username}`;
-      },
-    });
-  }
-  if (discord) {
-    checks.push({
-      name: 'discord',
-      run: async () => {
-        const body = await getJson(`${discord.apiUrl ?? 'https://discord.com/api/v10'}/users/@me`, { authorization: `Bot ${discord.token}` }, 'DISCORD_BOT_TOKEN');
-        if (!body.id) throw new Error('token refused; reset it in the Developer Portal (Bot → Reset Token) and set DISCORD_BOT_TOKEN');
-        return `bot ${body.username}`;
-      },
-    });
-  }
-  if (slack) {
-    checks.push({
-      name: 'slack',
-      run: async () => {
-        const body = await getJson(`${slack.apiUrl ?? 'https://slack.com/api'}/auth.test`, { authorization: `Bearer ${slack.botToken}` }, 'SLACK_BOT_TOKEN');
-        if (!body.ok) throw new Error(`token refused (${body.error}); reinstall the app and copy the Bot User OAuth Token into SLACK_BOT_TOKEN`);
-        return `bot ${body.user} in ${body.team}`;
-      },
-    });
+  for (const entry of options.connectors ?? []) {
+    const connectorSettings = settings.connectors[entry.id];
+    if (connectorSettings !== undefined) checks.push({ name: entry.id, run: () => entry.doctor(connectorSettings, getJson) });
   }
 
   let failed = 0;

@@ -1,6 +1,7 @@
 // The `parlor` command line.
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { CONNECTOR_IDS, CONNECTORS } from '#connectors/registry.ts';
 import { createBuiltinTools } from '#tools/index.ts';
 import { chat } from '#src/cli/chat.ts';
 import { init, type InitValues } from '#src/cli/init.ts';
@@ -120,7 +121,8 @@ Checks each part a running Parlor needs (personas, database, model endpoint, con
 approvals) and says how to fix what is wrong. Exits 1 if a check fails.
 `,
     options: {},
-    run: (settings) => runDoctor(settings, process.stdout, { tools: createBuiltinTools({ timezone: settings.timezone }) }),
+    run: (settings) =>
+      runDoctor(settings, process.stdout, { tools: createBuiltinTools({ timezone: settings.timezone }), connectors: CONNECTORS, connectorIds: CONNECTOR_IDS }),
   },
 };
 
@@ -176,7 +178,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const values = parse(name, command, rest);
   loadDotEnv();
-  return command.run(parseSettings(process.env), values);
+  return command.run(parseSettings(process.env, process.cwd(), CONNECTORS), values);
 }
 
 main(process.argv.slice(2)).then(

@@ -41,7 +41,12 @@ export function normalizeUpdate(update: Update, bot: BotIdentity): InboundEvent 
   }
   const message = update.message ?? update.edited_message;
   if (!message || !message.from) return undefined;
-  const text = message.text ?? message.caption ?? '';
+  const addressed = commandAddressee(message);
+  // A command addressed to another bot (`/status@other_bot`) is that bot's; one addressed to this bot loses the
+  // suffix, so the core reads a plain `/status`.
+  if (addressed && addressed.toLowerCase() !== bot.username.toLowerCase()) return undefined;
+  const raw = message.text ?? message.caption ?? '';
+  const text = addressed ? raw.replace(/^(\/\w+)@\w+/, '$1') : raw;
   const attachments = attachmentsOf(message);
   if (!text && attachments.length === 0) return undefined;
   const group = message.chat.type !== 'private';
@@ -70,6 +75,14 @@ function chatOf(chat: Chat): InboundEvent['chat'] {
 
 function senderOf(user: User): InboundEvent['sender'] {
   return { id: String(user.id), name: [user.first_name, user.last_name].filter(Boolean).join(' '), username: user.username, isBot: user.is_bot };
+}
+
+/** The bot a leading command names (`/cmd@name`), if it names one. */
+function commandAddressee(message: Message): string | undefined {
+  const text = message.text ?? message.caption ?? '';
+  const first = (message.entities ?? message.caption_entities ?? []).find((e) => e.type === 'bot_command' && e.offset === 0);
+  if (!first) return undefined;
+  return /^\/\w+@(\w+)$/.exec(text.slice(0, first.length))?.[1];
 }
 
 /** A mention entity naming the bot, a text mention of it, or a command addressed to it; never a substring. */

@@ -70,6 +70,7 @@ export function createTerminalConnector(options: TerminalOptions): TerminalConne
 
   return {
     id: 'terminal',
+    local: true,
     chats: [chat],
     capabilities: { buttons: false, edit: true, react: false, threads: false, typing: interactive, maxTextLength: 1_000_000 },
 

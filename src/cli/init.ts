@@ -2,7 +2,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createInterface } from 'node:readline/promises';
-import { parseEnvText, parseSettings, PLATFORM_CONNECTORS, type Settings } from '#src/config/env.ts';
+import { CONNECTOR_IDS, CONNECTORS } from '#connectors/registry.ts';
+import { parseEnvText, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { loadPersona, PERSONA_NAME } from '#src/config/persona.ts';
 import { connectorsText, DEFAULT_SOUL, envText, schedulesText, soulText, toolsText, type EnvAnswers, type PersonaAnswers } from './init-files.ts';
@@ -133,7 +134,7 @@ function writeFiles(settings: Settings, cwd: string, persona: PersonaAnswers, en
   // What `.env` says must start Parlor: checked by the same parser every command runs, before anything is written.
   if (envContent !== undefined) {
     try {
-      parseSettings(parseEnvText(envContent), cwd);
+      parseSettings(parseEnvText(envContent), cwd, CONNECTORS);
     } catch (err) {
       if (err instanceof ConfigError) throw new ConfigError(`the .env these settings make would not load: ${err.message}`);
       throw err;
@@ -156,7 +157,7 @@ function writeFiles(settings: Settings, cwd: string, persona: PersonaAnswers, en
     fs.writeFileSync(path.join(dir, 'tools.jsonc'), toolsText(persona));
     fs.writeFileSync(path.join(dir, 'schedules.jsonc'), schedulesText(persona));
     fs.mkdirSync(path.join(dir, 'workspace'));
-    loadPersona(dir, { connectors: ['terminal', ...PLATFORM_CONNECTORS] });
+    loadPersona(dir, { connectors: CONNECTOR_IDS });
     if (envContent !== undefined) {
       try {
         fs.writeFileSync(envFile, envContent, { flag: 'wx', mode: 0o600 });
@@ -188,7 +189,7 @@ function summary(settings: Settings, cwd: string, persona: PersonaAnswers, env: 
     lines.push(`Wrote ${shown(written.envFile, cwd)} with ${holds.filter(Boolean).join(' and ')}`);
   }
   const hasModel = Boolean(settings.llm || env?.model);
-  const hasTelegram = Boolean(settings.connectors.telegram || env?.telegramToken);
+  const hasTelegram = Boolean(settings.connectors.telegram !== undefined || env?.telegramToken);
   lines.push('');
   if (!hasModel && written.envFile) {
     lines.push(
@@ -270,7 +271,7 @@ async function askQuestions(settings: Settings, values: InitValues, io: InitIo, 
       if (token === undefined) return undefined;
       env.telegramToken = token || undefined;
     }
-    if (settings.connectors.telegram || env?.telegramToken) {
+    if (settings.connectors.telegram !== undefined || env?.telegramToken) {
       const user = await ask('Your Telegram user id, so the bot answers you (blank: the bot tells you when you message it)', '', problems.user);
       if (user === undefined) return undefined;
       persona.telegramUser = user || undefined;

@@ -1,12 +1,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
+import type { ConnectorEntry, SettingsReader } from '#src/connector.ts';
 import { ConfigError } from './errors.ts';
 
 export type LlmProvider = 'openai' | 'anthropic';
 
-/** Every platform connector Parlor has, whether or not its token is set. */
-export const PLATFORM_CONNECTORS = ['telegram', 'discord', 'slack'] as const;
+
 
 export interface LlmSettings {
   provider: LlmProvider;
@@ -27,12 +27,8 @@ export interface Settings {
   logLevel: string;
   /** PARLOR_LOG_FILE: logs go to this file (JSON lines) instead of the terminal. */
   logFile?: string;
-  /** Platform settings by connector id; a connector starts when its entry is present. */
-  connectors: {
-    telegram?: { token: string; apiRoot?: string; webhookUrl?: string };
-    discord?: { token: string; apiUrl?: string };
-    slack?: { botToken: string; appToken?: string; signingSecret?: string; apiUrl?: string };
-  };
+  /** Platform settings by connector id, as each registry entry parsed them; a connector starts when it has some. */
+  connectors: Record<string, unknown>;
 }
 
 const NO_MODEL =
@@ -95,7 +91,17 @@ function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string 
   return value.replace(/\/+$/, '');
 }
 
-export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Settings {
+/** The environment as connectors read it (see ConnectorEntry.parse). */
+export function settingsReader(env: NodeJS.ProcessEnv): SettingsReader {
+  return { optional: (name) => optional(env, name), url: (name, protocols) => url(env, name, protocols) };
+}
+
+/** Parlor's settings from the environment; `entries` are the connectors whose settings it reads too. */
+export function parseSettings(
+  env: NodeJS.ProcessEnv,
+  cwd = process.cwd(),
+  entries: readonly Pick<ConnectorEntry, 'id' | 'parse'>[] = [],
+): Settings {
   const providerText = optional(env, 'LLM_PROVIDER') ?? 'openai';
   const provider = providerText.toLowerCase();
   if (provider !== 'openai' && provider !== 'anthropic') {
@@ -140,27 +146,10 @@ export function parseSettings(env: NodeJS.ProcessEnv, cwd = process.cwd()): Sett
   if (!levels.includes(logLevel)) throw new ConfigError(`LOG_LEVEL=${logLevelText} is not one of ${levels.join(', ')}`);
 
   const connectors: Settings['connectors'] = {};
-  const telegramToken = optional(env, 'TELEGRAM_BOT_TOKEN');
-  if (telegramToken) {
-    if (!/^\d+:[\w-]+$/.test(telegramToken)) {
-      throw new ConfigError('TELEGRAM_BOT_TOKEN does not look like a bot token (digits:letters); copy it from @BotFather');
-    }
-    connectors.telegram = {
-      token: telegramToken,
-      apiRoot: url(env, 'TELEGRAM_API_ROOT', ['http:', 'https:']),
-      webhookUrl: url(env, 'TELEGRAM_WEBHOOK_URL', ['https:', 'http:']),
-    };
-  }
-  const discordToken = optional(env, 'DISCORD_BOT_TOKEN');
-  if (discordToken) connectors.discord = { token: discordToken, apiUrl: url(env, 'DISCORD_API_URL', ['http:', 'https:']) };
-  const slackToken = optional(env, 'SLACK_BOT_TOKEN');
-  if (slackToken) {
-    const appToken = optional(env, 'SLACK_APP_TOKEN');
-    const signingSecret = optional(env, 'SLACK_SIGNING_SECRET');
-    if (!appToken && !signingSecret) {
-      throw new ConfigError('SLACK_BOT_TOKEN is set but neither SLACK_APP_TOKEN (Socket Mode) nor SLACK_SIGNING_SECRET (HTTP events) is');
-    }
-    connectors.slack = { botToken: slackToken, appToken, signingSecret, apiUrl: url(env, 'SLACK_API_URL', ['http:', 'https:']) };
+  const read = settingsReader(env);
+  for (const entry of entries) {
+    const parsed = entry.parse(read);
+    if (parsed !== undefined) connectors[entry.id] = parsed;
   }
 
   return {
@@ -193,9 +182,9 @@ function apiToken(env: Record<string, string | undefined>): string | undefined {
   return token;
 }
 
-/** Every secret value in the settings, so tool output can be scrubbed of them. */
-export function settingSecrets(settings: Settings): string[] {
-  const { telegram, discord, slack } = settings.connectors;
+/** Every secret value in the settings, so tool output can be scrubbed of them; `entries` name the connectors'. */
+export function settingSecrets(settings: Settings, entries: readonly Pick<ConnectorEntry, 'id' | 'secrets'>[] = []): string[] {
+  const connectorSecrets = entries.flatMap((entry) => (settings.connectors[entry.id] === undefined ? [] : entry.secrets(settings.connectors[entry.id])));
   const password = (() => {
     try {
       return settings.databaseUrl ? decodeURIComponent(new URL(settings.databaseUrl).password) : '';
@@ -206,11 +195,7 @@ export function settingSecrets(settings: Settings): string[] {
   return [
     settings.llm?.apiKey,
     settings.http.apiToken,
-    telegram?.token,
-    discord?.token,
-    slack?.botToken,
-    slack?.appToken,
-    slack?.signingSecret,
+    ...connectorSecrets,
     password,
   ].filter((v): v is string => typeof v === 'string' && v.length > 0);
 }

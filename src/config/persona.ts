@@ -317,7 +317,7 @@ export function describeSchemaError(error: ErrorObject | undefined): string {
     case 'enum':
       return `${where} must be one of ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'pattern':
-      return `${where} ${error.instancePath.includes('users') || error.instancePath.includes('approvers') ? 'must look like "telegram:123456789"' : `must match ${(error.params as { pattern: string }).pattern}`}`;
+      return `${where} ${error.instancePath.includes('users') || error.instancePath.includes('approvers') ? 'must look like "<connector>:<user id>"' : `must match ${(error.params as { pattern: string }).pattern}`}`;
     default:
       return `${where} ${error.message}`;
   }

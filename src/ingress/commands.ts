@@ -8,11 +8,12 @@ export type ControlCommand =
   | { name: 'help' };
 
 /**
- * Parses `/stop`, `/new`, `/status`, `/help` and `/think [on|off]` (also `/stop@botname`). Anything else,
+ * Parses `/stop`, `/new`, `/status`, `/help` and `/think [on|off]` (connectors strip their platform's own forms, such as
+ * a bot name after the command). Anything else,
  * including a command followed by other words ("/new plan for the trip"), is an ordinary message.
  */
 export function parseControlCommand(text: string): ControlCommand | undefined {
-  const match = /^\/([a-z]+)(?:@\w+)?(?:\s+(.*))?$/i.exec(text.trim());
+  const match = /^\/([a-z]+)(?:\s+(.*))?$/i.exec(text.trim());
   if (!match) return undefined;
   const name = match[1].toLowerCase();
   const arg = match[2]?.trim().toLowerCase();

@@ -110,6 +110,8 @@ export function createIngress(deps: IngressDeps) {
   }
 
   async function accept(event: InboundEvent): Promise<IngressResult> {
+    // Only a local connector may name the persona or vouch for its sender; from anywhere else those are dropped.
+    if ((event.trusted || event.persona) && !deps.connectors?.get(event.connector)?.local) event = { ...event, trusted: undefined, persona: undefined };
     const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
     if (event.kind === 'click') {
       return deps.questions ? deps.questions.handleClick(event) : { status: 'click', notice: 'This button is no longer active.' };

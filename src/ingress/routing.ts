@@ -19,8 +19,8 @@ export function routeInbound(personas: readonly Persona[], event: InboundEvent):
     conversationId: conversationIdFor(persona.name, connector, chat.id, chat.thread),
   });
 
-  // Only the local terminal may name its persona and vouch for its user; a platform event never can.
-  if (event.trusted && event.persona && connector === 'terminal') {
+  // Only a local connector's events name their persona and vouch for their sender (the ingress sees to that).
+  if (event.trusted && event.persona) {
     const persona = personas.find((p) => p.name === event.persona);
     return persona ? conversation(persona) : { kind: 'ignore', reason: `no persona named ${event.persona}` };
   }

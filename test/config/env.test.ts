@@ -3,11 +3,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
-import { loadDotEnv, parseSettings, requireModel } from '#src/config/env.ts';
+import { CONNECTORS } from '#connectors/registry.ts';
+import { loadDotEnv, parseSettings, requireModel, settingSecrets } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
 
 const CWD = path.join(os.tmpdir(), 'parlor-env-test-cwd');
-const parse = (env: Record<string, string>) => parseSettings(env, CWD);
+// Parsed with the connector registry, as the command line does.
+const parse = (env: Record<string, string>) => parseSettings(env, CWD, CONNECTORS);
 
 /** The ConfigError thrown by `fn`; fails if it does not throw or throws something else. */
 function configError(fn: () => unknown): ConfigError {
@@ -257,5 +259,14 @@ describe('errors quote what the user wrote', () => {
 
   it('LOG_LEVEL is quoted as written', () => {
     expect(configError(() => parse({ LOG_LEVEL: 'Verbose' })).message).toBe('LOG_LEVEL=Verbose is not one of fatal, error, warn, info, debug, trace, silent');
+  });
+});
+
+describe('connectors come from the registry', () => {
+  it('without the registry, the core reads no platform settings; with it, each entry reads its own, and their secrets are masked', () => {
+    expect(parseSettings({ TELEGRAM_BOT_TOKEN: 'not-a-token' }, CWD).connectors).toEqual({});
+    const settings = parse({ TELEGRAM_BOT_TOKEN: '123456789:AAH-x_yZ', SLACK_BOT_TOKEN: 'xoxb-1', SLACK_APP_TOKEN: 'xapp-1' });
+    expect(Object.keys(settings.connectors).sort()).toEqual(['slack', 'telegram']);
+    expect(settingSecrets(settings, CONNECTORS)).toEqual(expect.arrayContaining(['123456789:AAH-x_yZ', 'xoxb-1', 'xapp-1']));
   });
 });

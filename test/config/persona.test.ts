@@ -177,7 +177,7 @@ describe('JSONC files', () => {
     const err = configError(() => loadPersona(dir));
     expect(err.message).toContain(path.join(dir, 'connectors.jsonc'));
     expect(err.message).toContain('/users/1');
-    expect(err.message).toContain('telegram:123456789');
+    expect(err.message).toContain('must look like "<connector>:<user id>"');
   });
 
   it('a bad approver address', () => {

@@ -20,7 +20,13 @@ describe('normalizeUpdate', () => {
     expect(normalizeUpdate(groupMessage('hey parlor_bot and @parlor_bot_fan'), bot)?.mentioned).toBe(false);
     expect(normalizeUpdate(groupMessage('Bot, hi', { entities: [{ type: 'text_mention', offset: 0, length: 3, user: { id: 42, is_bot: true, first_name: 'P' } }] }), bot)?.mentioned).toBe(true);
     expect(normalizeUpdate(groupMessage('/status@parlor_bot', { entities: [{ type: 'bot_command', offset: 0, length: 18 }] }), bot)?.mentioned).toBe(true);
-    expect(normalizeUpdate(groupMessage('/status@other_bot', { entities: [{ type: 'bot_command', offset: 0, length: 17 }] }), bot)?.mentioned).toBe(false);
+    expect(normalizeUpdate(groupMessage('/status@other_bot', { entities: [{ type: 'bot_command', offset: 0, length: 17 }] }), bot)).toBeUndefined();
+  });
+
+  it('hands the core a command addressed to this bot without its @name, and leaves commands for other bots alone', () => {
+    expect(normalizeUpdate(groupMessage('/status@parlor_bot', { entities: [{ type: 'bot_command', offset: 0, length: 18 }] }), bot)?.text).toBe('/status');
+    expect(normalizeUpdate(groupMessage('/think@Parlor_Bot on', { entities: [{ type: 'bot_command', offset: 0, length: 17 }] }), bot)?.text).toBe('/think on');
+    expect(normalizeUpdate(groupMessage('/status', { entities: [{ type: 'bot_command', offset: 0, length: 7 }] }), bot)?.text).toBe('/status');
   });
 
   it('sees a reply to the bot, keeps forum topics apart, and marks edits', () => {

@@ -7,7 +7,9 @@ import { execa } from 'execa';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createBuiltinTools } from '../../tools/index.ts';
 import { connectorsText, schedulesText, soulText, toolsText } from '../../src/cli/init-files.ts';
-import { parseEnvText, parseSettings, PLATFORM_CONNECTORS } from '../../src/config/env.ts';
+import { CONNECTOR_IDS, CONNECTORS as REGISTRY } from '../../connectors/registry.ts';
+import type { TelegramSettings } from '../../connectors/telegram/entry.ts';
+import { parseEnvText, parseSettings } from '../../src/config/env.ts';
 import { loadPersona, loadPersonas } from '../../src/config/persona.ts';
 import { checkToolPolicies } from '../../src/tools/policy.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -16,7 +18,7 @@ import { until } from '../support/until.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = path.join(root, 'bin/parlor.js');
-const CONNECTORS = ['terminal', ...PLATFORM_CONNECTORS];
+const CONNECTORS = CONNECTOR_IDS;
 
 let fake: FakeLlm;
 let db: TestDatabase;
@@ -62,7 +64,7 @@ async function snapshot(dir: string): Promise<Record<string, string>> {
 }
 
 const personasDir = () => path.join(cwd, 'personas');
-const envSettings = async () => parseSettings(parseEnvText(await fs.readFile(path.join(cwd, '.env'), 'utf8')), cwd);
+const envSettings = async () => parseSettings(parseEnvText(await fs.readFile(path.join(cwd, '.env'), 'utf8')), cwd, REGISTRY);
 
 describe('parlor init, scripted', () => {
   it('with flags, writes a persona that loadPersonas accepts and a .env that parseSettings accepts', async () => {
@@ -120,7 +122,7 @@ describe('parlor init, scripted', () => {
     expect(ops.users).toEqual(['telegram:4242']);
     expect(ops.approvers).toEqual(['telegram:4242']);
     expect(ops.primary).toEqual({ connector: 'telegram', to: '4242' });
-    expect((await envSettings()).connectors.telegram?.token).toBe('123456:AAF-test_token');
+    expect(((await envSettings()).connectors.telegram as TelegramSettings | undefined)?.token).toBe('123456:AAF-test_token');
     expect(result.stdout).toMatch(/^ {2}npm start +run it on Telegram, then message your bot$/m);
   });
 
@@ -276,7 +278,7 @@ describe('parlor init at a terminal', () => {
     expect(tutor.users).toEqual(['telegram:4242']);
     const settings = await envSettings();
     expect(settings.llm).toMatchObject({ provider: 'openai', baseUrl: fake.openaiBaseUrl, model: 'fake-model' });
-    expect(settings.connectors.telegram?.token).toBe('123456:AAF-token');
+    expect((settings.connectors.telegram as TelegramSettings | undefined)?.token).toBe('123456:AAF-token');
   });
 
   it('Ctrl-C during the questions stops it, and nothing is written', async () => {

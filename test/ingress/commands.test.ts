@@ -8,7 +8,6 @@ import { makePersona } from '../support/persona.ts';
 describe('parseControlCommand', () => {
   it.each([
     ['/stop', { name: 'stop' }],
-    ['/stop@parlor_bot', { name: 'stop' }],
     ['  /NEW ', { name: 'new' }],
     ['/status', { name: 'status' }],
     ['/help', { name: 'help' }],
@@ -19,7 +18,7 @@ describe('parseControlCommand', () => {
     expect(parseControlCommand(text)).toEqual(command);
   });
 
-  it.each(["/new let's plan the trip", '/help me write a poem', '/stop spamming', '/think about it', '/start', 'stop', 'please /stop'])(
+  it.each(['/stop@parlor_bot', "/new let's plan the trip", '/help me write a poem', '/stop spamming', '/think about it', '/start', 'stop', 'please /stop'])(
     '%j is an ordinary message',
     (text) => {
       expect(parseControlCommand(text)).toBeUndefined();
@@ -60,10 +59,10 @@ describe('routeInbound', () => {
     expect(routeInbound([ana, bob], event({ chat: { id: '-200', type: 'group' } }))).toMatchObject({ conversationId: 'bob:telegram:-200' });
   });
 
-  it('lets only the terminal name its persona', () => {
+  it("routes a local connector's event to the persona it names (the ingress drops those fields from any other connector)", () => {
     const local = event({ connector: 'terminal', chat: { id: 'ana', type: 'dm' }, sender: { id: 'owner' }, trusted: true, persona: 'ana' });
     expect(routeInbound([ana, bob], local)).toMatchObject({ conversationId: 'ana:terminal:ana' });
-    expect(routeInbound([ana, bob], { ...local, connector: 'telegram' })).toMatchObject({ kind: 'stranger' });
+    expect(routeInbound([ana, bob], { ...local, trusted: undefined, persona: undefined })).toMatchObject({ kind: 'stranger' });
   });
 
   it('a display name cannot pass for another speaker in a group: brackets, parentheses and line breaks are taken out', () => {

@@ -41,3 +41,31 @@ describe('the core import rule', () => {
     expect(await importErrors("import { Bot } from 'grammy';\nexport { Bot };", 'connectors/telegram/bot.ts')).toEqual([]);
   });
 });
+
+async function nameErrors(code: string, file = 'src/ingress/example.ts'): Promise<string[]> {
+  const [result] = await eslint.lintText(code, { filePath: path.join(root, file) });
+  return result.messages.filter((m) => m.ruleId === 'no-restricted-syntax').map((m) => m.message);
+}
+
+describe('the core names no platform', () => {
+  it.each([
+    "export const isLocal = (c: string) => c === 'terminal';",
+    "export const id = 'telegram';",
+    "export const who = 'slack:U024BE7LH';",
+    'export const root = `discord:${1}`;',
+    "export const loud = 'Telegram';",
+  ])('rejects %s under src/', async (code) => {
+    expect(await nameErrors(code)).toHaveLength(1);
+  });
+
+  it('allows the words in prose and comments, and the composition root to name them', async () => {
+    expect(await nameErrors("// the terminal's chat\nexport const text = 'answered in the terminal';")).toEqual([]);
+    expect(await nameErrors("export const id = 'telegram';", 'src/app.ts')).toEqual([]);
+    expect(await nameErrors("export const id = 'telegram';", 'connectors/telegram/entry.ts')).toEqual([]);
+  });
+
+  it('holds for the core as it is', async () => {
+    const results = await eslint.lintFiles(['src/**/*.ts']);
+    expect(results.flatMap((r) => r.messages.filter((m) => m.ruleId === 'no-restricted-syntax').map((m) => `${r.filePath}: ${m.message}`))).toEqual([]);
+  });
+});

@@ -165,6 +165,9 @@ describe('only approvers approve', () => {
     expect(question.text).toContain('(asked by chat:u2 in chat:u2)');
     const bo = await click(question.id, 'once', 'u2', 'u1');
     expect(bo.notice).toBe('This is not yours to approve.');
+    // A platform event cannot vouch for its sender: only a local connector's (the terminal's) may.
+    const spoofed = await chat.inject({ kind: 'click', text: '', data: `q:${question.id}:once`, chat: { id: 'u1', type: 'dm' }, sender: { id: 'u2', name: 'Bo' }, trusted: true });
+    expect(spoofed.notice).toBe('This is not yours to approve.');
     expect(ran).toEqual([]);
     await click(question.id, 'once');
     await h.app.waitForIdle('testy:chat:u2');
