@@ -16,7 +16,7 @@ import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
 import { startMaintenance } from '#src/jobs/maintenance.ts';
 import { createScheduler, type Scheduler } from '#src/jobs/scheduler.ts';
 import { startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
-import { CANCEL_CHANNEL, createCommandHandler } from '#src/ingress/control.ts';
+import { createCommandHandler } from '#src/ingress/control.ts';
 import { awaitAttachmentDownloads } from '#src/ingress/downloads.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, modelEndpoint, withModelRetries } from '#src/llm/index.ts';
@@ -27,6 +27,7 @@ import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import type { Tool } from '#src/tools/types.ts';
+import { CHANNELS, listen } from '#src/db/channels.ts';
 
 export interface AppOptions {
   settings: Settings;
@@ -185,7 +186,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     if (options.worker !== false) {
       maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log });
       cleanups.push(() => maintenance!.stop());
-      const cancelListener = await database.sql.listen(CANCEL_CHANNEL, (turnId) => runner.cancel(turnId));
+      const cancelListener = await listen(database.sql, CHANNELS.cancel, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
       workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8 });
       await scheduler.start();

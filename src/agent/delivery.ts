@@ -16,6 +16,7 @@ import {
 } from '#src/db/outbound-messages.ts';
 import { sleep, withRetries } from '#src/retry.ts';
 import type { DeliveryResult } from '#src/tools/types.ts';
+import { CHANNELS, listen, notify } from '#src/db/channels.ts';
 
 export interface Delivery {
   /**
@@ -28,7 +29,6 @@ export interface Delivery {
   stop(): Promise<void>;
 }
 
-const OUTBOX_CHANNEL = 'parlor_outbox';
 
 /**
  * Outbound messages go through a ledger: written first (so a redelivered job finds its key and sends nothing),
@@ -151,7 +151,7 @@ export function createDelivery(deps: {
 
   async function markOutboundPending(row: OutboundRow) {
     await releaseOutbound(db, row.id, deps.session);
-    await sql`select pg_notify(${OUTBOX_CHANNEL}, ${row.connector})`;
+    await notify(db, CHANNELS.outbox, row.connector);
   }
 
   return {
@@ -166,12 +166,12 @@ export function createDelivery(deps: {
       if (!row) return options.later ? { status: 'queued' } : settleExisting(request, connector);
       if (now) return send(row, connector);
       if (connector) scheduleDrain();
-      else await sql`select pg_notify(${OUTBOX_CHANNEL}, ${request.connector})`;
+      else await notify(db, CHANNELS.outbox, request.connector);
       return { status: 'queued' };
     },
     async startOutbox() {
       if (connectors.size === 0) return;
-      listener = await sql.listen(OUTBOX_CHANNEL, (payload) => {
+      listener = await listen(sql, CHANNELS.outbox, (payload) => {
         if (connectors.has(payload)) scheduleDrain();
       });
       // The notification is a shortcut; the sweep catches anything queued while nobody listened.

@@ -18,6 +18,7 @@ import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, loadHistoryWindow, type HistoryBudget } from './history.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import { buildSystemPrompt } from './prompt.ts';
+import { parseConversationId } from '#src/conversation-id.ts';
 
 export interface TurnRunnerDeps {
   database: Database;
@@ -253,7 +254,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       conversationId: data.conversationId,
       origin: data.origin,
       timezone: deps.timezone,
-      scheduleName: data.kind === 'cron' ? data.conversationId.split(':')[2] : undefined,
+      scheduleName: cronName(data.conversationId),
       toolNames: offered.map((t) => t.name),
     });
     const timeoutMs = (persona.tools.turnTimeoutSeconds ?? 0) * 1000 || deps.turnTimeoutMs || 15 * 60_000;
@@ -424,4 +425,10 @@ function backgroundPrompt(kind: TurnKind, prompt: string | undefined): string {
 
 function hash(text: string): string {
   return createHash('sha256').update(text).digest('base64url').slice(0, 16);
+}
+
+/** The schedule entry a cron conversation belongs to. */
+function cronName(conversationId: string): string | undefined {
+  const parts = parseConversationId(conversationId);
+  return parts?.kind === 'cron' ? parts.name : undefined;
 }

@@ -1,6 +1,8 @@
 import { desc, eq, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
 import { conversations } from './schema.ts';
+import { QUEUES } from '#src/jobs/queues.ts';
+import { FRESH_CRON_PATTERN } from '#src/conversation-id.ts';
 
 export type ConversationRow = typeof conversations.$inferSelect;
 
@@ -39,7 +41,7 @@ export async function conversationIsIdle(db: Queryable, id: string): Promise<boo
   const rows = (await db.execute(sql`
     select 1 from messages where conversation_id = ${id} and turn_id is null
     union all select 1 from turns where conversation_id = ${id} and status = 'running'
-    union all select 1 from pgboss.job where name = 'turn' and singleton_key = ${id} and state in ('created', 'retry', 'active')
+    union all select 1 from pgboss.job where name = ${QUEUES.turn} and singleton_key = ${id} and state in ('created', 'retry', 'active')
     union all select 1 from outbound_messages where conversation_id = ${id} and status in ('pending', 'sending')
     limit 1`)) as unknown as unknown[];
   return rows.length === 0;
@@ -49,7 +51,7 @@ export async function conversationIsIdle(db: Queryable, id: string): Promise<boo
 export async function pruneFreshCronConversations(db: Queryable, olderThan: Date): Promise<void> {
   await db
     .delete(conversations)
-    .where(sql`${conversations.id} ~ '^[^:]+:cron:[^:]+:[0-9]{12}-[0-9a-f]{8}$' and ${conversations.lastActivityAt} < ${olderThan.toISOString()}`);
+    .where(sql`${conversations.id} ~ ${FRESH_CRON_PATTERN} and ${conversations.lastActivityAt} < ${olderThan.toISOString()}`);
 }
 
 export interface ConversationSummary {

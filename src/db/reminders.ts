@@ -1,6 +1,7 @@
 import { and, asc, eq, inArray, lt, ne, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
 import { reminders, schedulePauses } from './schema.ts';
+import { QUEUES } from '#src/jobs/queues.ts';
 
 export type ReminderRow = typeof reminders.$inferSelect;
 export type NewReminder = typeof reminders.$inferInsert;
@@ -127,7 +128,7 @@ export async function strandedReminders(db: Queryable, graceSeconds: number): Pr
       and(
         eq(reminders.status, 'pending'),
         sql`${reminders.dueAt} < now() - make_interval(secs => ${graceSeconds})`,
-        sql`not exists (select 1 from pgboss.job j where j.name = 'reminder' and j.data->>'reminderId' = ${reminders.id}::text and j.state in ('created', 'retry', 'active'))`,
+        sql`not exists (select 1 from pgboss.job j where j.name = ${QUEUES.reminder} and j.data->>'reminderId' = ${reminders.id}::text and j.state in ('created', 'retry', 'active'))`,
       ),
     )
     .limit(100);

@@ -1,6 +1,7 @@
 import { and, desc, eq, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
 import { turns } from './schema.ts';
+import { QUEUES } from '#src/jobs/queues.ts';
 
 export type TurnRow = typeof turns.$inferSelect;
 
@@ -92,7 +93,7 @@ export async function failOrphanedTurns(db: Queryable, olderThanSeconds: number)
       and started_at < now() - make_interval(secs => ${olderThanSeconds})
       and not exists (
         select 1 from pgboss.job j
-        where j.name = 'turn' and j.id::text = turns.job_id and j.state in ('created', 'retry', 'active')
+        where j.name = ${QUEUES.turn} and j.id::text = turns.job_id and j.state in ('created', 'retry', 'active')
       )
     returning id`)) as unknown as unknown[];
   return rows.length;

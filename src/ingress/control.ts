@@ -6,6 +6,7 @@ import { getConversation, resetConversationHistory, setConversationThinking, ens
 import { countMessages } from '#src/db/messages.ts';
 import { conversationUsage, requestTurnCancel, runningTurn, setAsidePendingMessages } from '#src/db/turns.ts';
 import { HELP_TEXT, SHARED_CONVERSATION_COMMANDS, type ControlCommand } from './commands.ts';
+import { CHANNELS, notify } from '#src/db/channels.ts';
 
 export interface CommandContext {
   persona: Persona;
@@ -19,7 +20,6 @@ export interface CommandHandler {
   stop(conversationId: string): Promise<'stopped' | { setAside: number } | 'idle'>;
 }
 
-export const CANCEL_CHANNEL = 'parlor_cancel';
 
 /**
  * Whether the sender may change this conversation for everyone in it. In a DM the sender is always one of the
@@ -44,7 +44,7 @@ export function createCommandHandler(deps: {
     const turn = await runningTurn(db, conversationId);
     if (!turn) return false;
     await requestTurnCancel(db, turn.id);
-    if (!deps.cancelLocal(turn.id)) await deps.sql`select pg_notify(${CANCEL_CHANNEL}, ${turn.id})`;
+    if (!deps.cancelLocal(turn.id)) await notify(db, CHANNELS.cancel, turn.id);
     return true;
   }
 

@@ -1,14 +1,12 @@
 import type { InboundEvent } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
+import { chatConversationId } from '#src/conversation-id.ts';
 
 export type RouteDecision =
   | { kind: 'conversation'; persona: Persona; conversationId: string }
   | { kind: 'stranger'; address: string }
   | { kind: 'ignore'; reason: string };
 
-export function conversationIdFor(persona: string, connector: string, chat: string, thread?: string): string {
-  return [persona, connector, chat, ...(thread ? [thread] : [])].join(':');
-}
 
 /** Picks the persona and conversation for an event, or says why nobody answers it. */
 export function routeInbound(personas: readonly Persona[], event: InboundEvent): RouteDecision {
@@ -16,7 +14,7 @@ export function routeInbound(personas: readonly Persona[], event: InboundEvent):
   const conversation = (persona: Persona): RouteDecision => ({
     kind: 'conversation',
     persona,
-    conversationId: conversationIdFor(persona.name, connector, chat.id, chat.thread),
+    conversationId: chatConversationId(persona.name, connector, chat.id, chat.thread),
   });
 
   // Only a local connector's events name their persona and vouch for their sender (the ingress sees to that).

@@ -3,17 +3,16 @@ import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Database, type Queryable } from '#src/db/client.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
+import { CHANNELS, notify } from '#src/db/channels.ts';
 
 export type Boss = PgBoss;
 
-/** Postgres channel that tells every process a turn job is waiting. */
-export const TURN_CHANNEL = 'parlor_turn';
 
 export interface JobSystem {
   boss: PgBoss;
   /**
    * Enqueues a turn; with `tx`, inside that transaction (committed with the message that caused it). Workers
-   * hear of it on TURN_CHANNEL when it commits, instead of at their next poll.
+   * hear of it on the turn channel when it commits, instead of at their next poll.
    */
   enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string }): Promise<string | null>;
   /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
@@ -72,7 +71,7 @@ export async function startJobSystem(
         ...(tx ? { db: fromDrizzle(tx as never, sql) } : {}),
       });
       // pg-boss's own queue notification would wake every idle worker of every process; this one wakes one each.
-      await db.execute(sql`select pg_notify(${TURN_CHANNEL}, '')`);
+      await notify(db, CHANNELS.turn);
       return id;
     },
     send(queue, data, sendOptions) {

@@ -26,9 +26,9 @@ import type { DeliveryTarget, Origin, ReminderView, ScheduleView, SchedulingApi,
 import type { JobSystem } from './boss.ts';
 import { QUEUES, type CronJobData, type ReminderJobData, type TurnJobData } from './queues.ts';
 import { watchScheduleFiles } from './schedule-watch.ts';
+import { CHANNELS, listen, notify } from '#src/db/channels.ts';
+import { cronConversationId, heartbeatConversationId } from '#src/conversation-id.ts';
 
-/** Tells every process that the next due time may have changed. */
-const TIMER_CHANNEL = 'parlor_timer';
 /** A firing this much after its time says so in the turn (Parlor was down, say). */
 const LATE_AFTER_MS = 60_000;
 /** A pending reminder this long overdue with no job behind it has lost its job. */
@@ -86,7 +86,7 @@ export function createScheduler(deps: {
   let stopped = false;
 
   /** Tells every process (after commit) that something falls due at `dueAt`. */
-  const notifyTimers = (tx: Queryable, dueAt: Date) => tx.execute(sql`select pg_notify(${TIMER_CHANNEL}, ${dueAt.toISOString()})`);
+  const notifyTimers = (tx: Queryable, dueAt: Date) => notify(tx, CHANNELS.timer, dueAt.toISOString());
   let generation = 0;
 
   /** Wakes the reminder worker at the next due time still ahead, instead of waiting for its poll. */
@@ -207,10 +207,8 @@ export function createScheduler(deps: {
     const kind: TurnKind = entry.type === 'heartbeat' ? 'heartbeat' : 'cron';
     const conversationId =
       kind === 'heartbeat'
-        ? `${persona.name}:heartbeat`
-        : entry.fresh
-          ? `${persona.name}:cron:${entry.name}:${new Date().toISOString().slice(0, 16).replace(/[-:T]/g, '')}-${randomUUID().slice(0, 8)}`
-          : `${persona.name}:cron:${entry.name}`;
+        ? heartbeatConversationId(persona.name)
+        : cronConversationId(persona.name, entry.name, entry.fresh ? { at: new Date(), random: randomUUID() } : undefined);
     await deps.jobs.enqueueTurn(
       {
         conversationId,
@@ -479,7 +477,7 @@ export function createScheduler(deps: {
       await boss.work<CronJobData>(QUEUES.cron, { batchSize: 10, pollingIntervalSeconds: 2 }, async (jobs) => {
         for (const job of jobs) await fireSchedule(job);
       });
-      listener = await deps.database.sql.listen(TIMER_CHANNEL, onTimerNotice);
+      listener = await listen(deps.database.sql, CHANNELS.timer, onTimerNotice);
       await syncSchedules();
       await arm();
       watcher = watchScheduleFiles(

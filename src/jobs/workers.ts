@@ -1,7 +1,8 @@
 import type postgres from 'postgres';
 import type { TurnRunner } from '#src/agent/turn-runner.ts';
-import { TURN_CHANNEL, type JobSystem } from './boss.ts';
+import type { JobSystem } from './boss.ts';
 import { QUEUES, type TurnJobData } from './queues.ts';
+import { CHANNELS, listen } from '#src/db/channels.ts';
 
 export interface TurnWorkers {
   /** Stops fetching, gives running turns `graceMs` to finish, then releases the rest back to the queue. */
@@ -51,7 +52,7 @@ export async function startTurnWorkers(
     idle.add(id);
     jobs.boss.notifyWorker(id);
   };
-  const listener = await sql.listen(TURN_CHANNEL, wakeOne);
+  const listener = await listen(sql, CHANNELS.turn, wakeOne);
   return {
     async stop(graceMs = 2500) {
       await listener.unlisten().catch(() => {});

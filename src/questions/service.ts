@@ -37,12 +37,12 @@ import { createApprovalGate } from './approvals.ts';
 import { answerForResult, mayAnswerByTyping, mayAnswerClick } from './permissions.ts';
 import { summarizeArgs } from './summary.ts';
 import { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope, type WaitForAnswer } from './waiting.ts';
+import { CHANNELS, listen, notify } from '#src/db/channels.ts';
 
 export { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope } from './waiting.ts';
 
 export { MAX_CHOICES, type Choice, type QuestionView } from './format.ts';
 
-const QUESTION_CHANNEL = 'parlor_question';
 const DEFAULT_REMOTE_TIMEOUT_MS = 120_000;
 
 export type QuestionEvent = { type: 'method.pending' | 'method.done'; question: QuestionView };
@@ -83,7 +83,7 @@ export function createQuestions(deps: QuestionsDeps) {
   let sweeping: Promise<void> | undefined;
   let stopped = false;
 
-  const publish = (what: 'pending' | 'done', id: string) => sql`select pg_notify(${QUESTION_CHANNEL}, ${`${what}:${id}`})`.then(() => {});
+  const publish = (what: 'pending' | 'done', id: string) => notify(db, CHANNELS.question, `${what}:${id}`);
 
   async function onNotification(payload: string) {
     const [what, id] = payload.split(':');
@@ -407,8 +407,9 @@ export function createQuestions(deps: QuestionsDeps) {
       // Handled one after another, so listeners see a question's events in the order they happened.
       let chain = Promise.resolve();
       let listens = 0;
-      listener = await sql.listen(
-        QUESTION_CHANNEL,
+      listener = await listen(
+        sql,
+        CHANNELS.question,
         (payload) => {
           chain = chain.then(() => onNotification(payload)).catch((err) => log.warn({ err }, 'question notification failed'));
         },

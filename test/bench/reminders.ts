@@ -15,7 +15,7 @@ import { sql } from 'drizzle-orm';
 import { startApp, type App } from '../../src/app.ts';
 import { parseSettings } from '../../src/config/env.ts';
 import type { OutboundMessage } from '../../src/connector.ts';
-import { conversationIdFor } from '../../src/ingress/routing.ts';
+import { chatConversationId } from '../../src/conversation-id.ts';
 import { stableUuid } from '../../src/jobs/scheduler.ts';
 import { startFakeLlm, type FakeHandler } from '../support/fake-llm.ts';
 import { writePersonas } from '../support/harness.ts';
@@ -152,7 +152,7 @@ async function burst(
   const scope = (name: string) => {
     const persona = app.personas.find((p) => p.name === name)!;
     const chatId = chatOf(name);
-    return app.scheduler.forTurn({ persona, conversationId: conversationIdFor(name, 'chat', chatId), origin: { connector: 'chat', chat: chatId, chatType: 'dm' } });
+    return app.scheduler.forTurn({ persona, conversationId: chatConversationId(name, 'chat', chatId), origin: { connector: 'chat', chat: chatId, chatType: 'dm' } });
   };
 
   // Warm-up (not counted): one reminder per persona, so connections, prepared statements and JIT are warm.
@@ -163,7 +163,7 @@ async function burst(
   const leadMs = Math.max(LEAD_MS, 2 * (Date.now() - warmStart) * PER_PERSONA);
   const warmDeadline = Date.now() + 30_000;
   while (deliveries.filter((d) => d.text.endsWith('-warm')).length < PERSONAS && Date.now() < warmDeadline) await sleep(20);
-  for (const name of personaNames) await app.waitForIdle(conversationIdFor(name, 'chat', chatOf(name)), 30_000);
+  for (const name of personaNames) await app.waitForIdle(chatConversationId(name, 'chat', chatOf(name)), 30_000);
   const warm = deliveries.filter((d) => d.text.endsWith('-warm')).map((d) => d.at - warmDue.getTime());
   const ws = stats(warm);
   console.log(`  warm-up: ${warm.length}/${PERSONAS} reminders due at once arrived, lateness p50 ${ms(ws.p50).trim()} ms, max ${ms(ws.max).trim()} ms (not counted)`);

@@ -1,0 +1,29 @@
+import { sql } from 'drizzle-orm';
+import type postgres from 'postgres';
+import type { Queryable } from './client.ts';
+
+/** Every Postgres notification channel Parlor uses, in one place. */
+export const CHANNELS = {
+  /** A turn job is waiting: one idle worker of each process fetches at once. */
+  turn: 'parlor_turn',
+  /** A message waits in the outbox for a connector (payload: the connector id). */
+  outbox: 'parlor_outbox',
+  /** A question was opened or resolved (payload: `pending:<id>` or `done:<id>`). */
+  question: 'parlor_question',
+  /** A /stop for a turn running in some process (payload: the turn id). */
+  cancel: 'parlor_cancel',
+  /** Something falls due at the time in the payload (ISO 8601). */
+  timer: 'parlor_timer',
+} as const;
+
+export type Channel = (typeof CHANNELS)[keyof typeof CHANNELS];
+
+/** Notifies every listening process, after the transaction `db` belongs to commits (or at once outside one). */
+export async function notify(db: Queryable, channel: Channel, payload = ''): Promise<void> {
+  await db.execute(sql`select pg_notify(${channel}, ${payload})`);
+}
+
+/** Listens on a channel; `onListen` runs on each (re)connection, so a caller can catch up on what it missed. */
+export function listen(pool: postgres.Sql, channel: Channel, onNotify: (payload: string) => void, onListen?: () => void) {
+  return pool.listen(channel, onNotify, onListen);
+}
