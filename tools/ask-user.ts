@@ -1,7 +1,8 @@
 import { MAX_CHOICES } from '#src/questions/service.ts';
 import { parseDuration } from '#src/tools/duration.ts';
 import { explicitTarget, originTarget, primaryTarget } from '#src/tools/targets.ts';
-import type { DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
+import type { Tool, ToolContext } from '#src/tools/types.ts';
+import type { DeliveryTarget } from '#src/turns.ts';
 
 interface Args {
   question: string;

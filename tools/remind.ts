@@ -4,7 +4,8 @@ import { scheduleEntryProperties } from '#src/config/persona-schemas.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';
 import { REMINDER_LIMITS, TooManyReminders } from '#src/jobs/scheduler.ts';
 import { explicitTarget } from '#src/tools/targets.ts';
-import type { DeliveryTarget, ReminderView, ScheduleView, SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
+import type { ReminderView, ScheduleView, SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
+import type { DeliveryTarget } from '#src/turns.ts';
 
 type Action = 'list' | 'add' | 'update' | 'remove' | 'run_now' | 'remind' | 'cancel_reminder' | 'pause' | 'resume';
 

@@ -1,7 +1,8 @@
-import type { DeliveryResult, DeliveryTarget, Tool, ToolContext } from '#src/tools/types.ts';
+import type { Tool, ToolContext } from '#src/tools/types.ts';
 import { explicitTarget, originTarget, turnChat } from '#src/tools/targets.ts';
 import { OUTGOING_RETENTION_MS, privateOutgoingDir, pruneOutgoingFiles, snapshotWorkspaceFile } from '#src/tools/outgoing-files.ts';
 import { resolveWorkspaceFile } from '#src/tools/workspace.ts';
+import type { DeliveryResult, DeliveryTarget } from '#src/turns.ts';
 
 interface Args {
   text: string;

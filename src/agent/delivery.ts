@@ -15,8 +15,8 @@ import {
   type OutboundRow,
 } from '#src/db/outbound-messages.ts';
 import { sleep, withRetries } from '#src/retry.ts';
-import type { DeliveryResult } from '#src/tools/types.ts';
 import { CHANNELS, listen, notify } from '#src/db/channels.ts';
+import type { DeliveryResult } from '#src/turns.ts';
 
 export interface Delivery {
   /**

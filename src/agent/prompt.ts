@@ -1,5 +1,5 @@
 import type { Persona } from '#src/config/persona.ts';
-import type { Origin, TurnKind } from '#src/tools/types.ts';
+import type { Origin, TurnKind } from '#src/turns.ts';
 
 export interface PromptContext {
   persona: Persona;

@@ -7,18 +7,17 @@ import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
 import { outboundForTurn, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
-import type { TurnJobData } from '#src/jobs/queues.ts';
 import type { ModelClient } from '#src/llm/types.ts';
-import type { Scheduler } from '#src/jobs/scheduler.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
 import { originTarget, primaryTarget, turnChat } from '#src/tools/targets.ts';
-import type { DeliveryTarget, Origin, ToolContext, TurnKind } from '#src/tools/types.ts';
+import type { SchedulingApi, ToolContext } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, loadHistoryWindow, type HistoryBudget } from './history.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import { buildSystemPrompt } from './prompt.ts';
 import { parseConversationId } from '#src/conversation-id.ts';
+import { backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 
 export interface TurnRunnerDeps {
   database: Database;
@@ -37,7 +36,7 @@ export interface TurnRunnerDeps {
   /** Questions and remote methods; tools that ask a person fail clearly without it. */
   questions?: Pick<Questions, 'remoteMethod' | 'ask'>;
   /** Wake-ups, reminders and schedules for the tools. */
-  scheduler?: Pick<Scheduler, 'forTurn'>;
+  scheduler?: { forTurn(scope: { persona: Persona; conversationId: string; origin?: Origin }): SchedulingApi };
   /** Where the model's requests go, for the log of a failed call. */
   modelUrl?: string;
   /** Resolves once the files of the messages this turn reads are saved (or given up on), so the model sees them. */
@@ -393,12 +392,6 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   };
 }
 
-/** The short line a failed background turn leaves in the primary chat; the details stay in the log. */
-export function backgroundFailureWarning(persona: string, kind: TurnKind, reason?: string): string {
-  const line = reason?.split('\n')[0].trim();
-  const short = line && line.length > 80 ? `${line.slice(0, 80)}…` : line;
-  return `⚠️ ${persona}: a ${kind === 'wake' ? 'reminder' : kind} turn failed${short ? ` (${short})` : ''}.`;
-}
 
 /** A ledger row as the request that wrote it, to deliver it again. */
 function draftOf(row: OutboundRow): OutboundDraft {

@@ -2,8 +2,9 @@ import { PgBoss, fromDrizzle } from 'pg-boss';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import { type Database, type Queryable } from '#src/db/client.ts';
-import { QUEUES, type TurnJobData } from './queues.ts';
+import { QUEUES } from './queues.ts';
 import { CHANNELS, notify } from '#src/db/channels.ts';
+import type { TurnJobData } from '#src/turns.ts';
 
 export type Boss = PgBoss;
 

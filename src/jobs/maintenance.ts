@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Delivery } from '#src/agent/delivery.ts';
-import { backgroundFailureWarning } from '#src/agent/turn-runner.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { pruneFreshCronConversations } from '#src/db/conversations.ts';
@@ -13,7 +12,8 @@ import { pruneReminders } from '#src/db/reminders.ts';
 import { failOrphanedTurns, failTurnOfJob } from '#src/db/turns.ts';
 import { primaryTarget } from '#src/tools/targets.ts';
 import type { JobSystem } from './boss.ts';
-import { QUEUES, type TurnJobData } from './queues.ts';
+import { QUEUES } from './queues.ts';
+import { backgroundFailureWarning, type TurnJobData } from '#src/turns.ts';
 
 const INBOUND_RETENTION_MS = 14 * 24 * 3600_000;
 const OUTBOUND_RETENTION_MS = 30 * 24 * 3600_000;

@@ -22,12 +22,13 @@ import {
   nextDueTime,
   type ReminderRow,
 } from '#src/db/reminders.ts';
-import type { DeliveryTarget, Origin, ReminderView, ScheduleView, SchedulingApi, TurnKind } from '#src/tools/types.ts';
+import type { ReminderView, ScheduleView, SchedulingApi } from '#src/tools/types.ts';
 import type { JobSystem } from './boss.ts';
-import { QUEUES, type CronJobData, type ReminderJobData, type TurnJobData } from './queues.ts';
+import { QUEUES, type CronJobData, type ReminderJobData } from './queues.ts';
 import { watchScheduleFiles } from './schedule-watch.ts';
 import { CHANNELS, listen, notify } from '#src/db/channels.ts';
 import { cronConversationId, heartbeatConversationId } from '#src/conversation-id.ts';
+import type { DeliveryTarget, Origin, TurnJobData, TurnKind } from '#src/turns.ts';
 
 /** A firing this much after its time says so in the turn (Parlor was down, say). */
 const LATE_AFTER_MS = 60_000;

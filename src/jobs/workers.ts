@@ -1,8 +1,9 @@
 import type postgres from 'postgres';
 import type { TurnRunner } from '#src/agent/turn-runner.ts';
 import type { JobSystem } from './boss.ts';
-import { QUEUES, type TurnJobData } from './queues.ts';
+import { QUEUES } from './queues.ts';
 import { CHANNELS, listen } from '#src/db/channels.ts';
+import type { TurnJobData } from '#src/turns.ts';
 
 export interface TurnWorkers {
   /** Stops fetching, gives running turns `graceMs` to finish, then releases the rest back to the queue. */

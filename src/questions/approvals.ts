@@ -3,10 +3,11 @@ import type { Queryable } from '#src/db/client.ts';
 import { hasToolGrant } from '#src/db/questions.ts';
 import type { ApprovalGate } from '#src/tools/runner.ts';
 import { originTarget, primaryTarget } from '#src/tools/targets.ts';
-import type { DeliveryTarget, ToolContext } from '#src/tools/types.ts';
+import type { ToolContext } from '#src/tools/types.ts';
 import type { Choice } from './format.ts';
 import { describeCallWhole } from './summary.ts';
 import { RemoteMethodCancelled, RemoteMethodTimeout, type WaitForAnswer } from './waiting.ts';
+import type { DeliveryTarget } from '#src/turns.ts';
 
 const DEFAULT_APPROVAL_TIMEOUT_MS = 300_000;
 /** Longest account of a call a person is asked to review; a longer call is refused, never shown cut. */

@@ -30,7 +30,7 @@ import {
 import type { Delivery } from '#src/agent/delivery.ts';
 import type { JobSystem } from '#src/jobs/boss.ts';
 import { withRetries } from '#src/retry.ts';
-import type { ChoiceSpec, DeliveryTarget, RemoteMethodRequest } from '#src/tools/types.ts';
+import type { ChoiceSpec, RemoteMethodRequest } from '#src/tools/types.ts';
 import { decodeChoice, encodeChoice, newQuestionId, shortQuestionId } from './codec.ts';
 import { buttonsLine, closedNotice, closedText, INACTIVE, LONG_QUESTION, normalizeChoices, pickChoice, questionText, view, who, type QuestionView } from './format.ts';
 import { createApprovalGate } from './approvals.ts';
@@ -38,6 +38,7 @@ import { answerForResult, mayAnswerByTyping, mayAnswerClick } from './permission
 import { summarizeArgs } from './summary.ts';
 import { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope, type WaitForAnswer } from './waiting.ts';
 import { CHANNELS, listen, notify } from '#src/db/channels.ts';
+import type { DeliveryTarget } from '#src/turns.ts';
 
 export { RemoteMethodCancelled, RemoteMethodTimeout, type QuestionScope } from './waiting.ts';
 

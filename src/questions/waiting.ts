@@ -1,6 +1,7 @@
 import type { QuestionRow } from '#src/db/questions.ts';
-import type { DeliveryTarget, ToolContext } from '#src/tools/types.ts';
+import type { ToolContext } from '#src/tools/types.ts';
 import type { Choice } from './format.ts';
+import type { DeliveryTarget } from '#src/turns.ts';
 
 /** The turn a question belongs to. */
 export type QuestionScope = Pick<ToolContext, 'persona' | 'conversationId' | 'turnId' | 'kind' | 'origin' | 'signal'>;

@@ -2,7 +2,8 @@ import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { Persona } from '#src/config/persona.ts';
 import type { ToolCall, ToolSpec } from '#src/llm/types.ts';
 import { scrubSecrets } from './scrub.ts';
-import type { Tool, ToolContext, ToolOutput, TurnKind } from './types.ts';
+import type { Tool, ToolContext, ToolOutput } from './types.ts';
+import type { TurnKind } from '#src/turns.ts';
 
 export const DEFAULT_TOOL_TIMEOUT_MS = 30_000;
 const MAX_RESULT_CHARS = 32_000;

@@ -1,5 +1,6 @@
 import { isPersonaChat, type Persona } from '#src/config/persona.ts';
-import type { DeliveryTarget, Origin, ToolContext, TurnKind } from './types.ts';
+import type { ToolContext } from './types.ts';
+import type { DeliveryTarget, Origin, TurnKind } from '#src/turns.ts';
 
 /** The persona's primary chat as a delivery target, when it has one. */
 export function primaryTarget(persona: Persona | undefined): DeliveryTarget | undefined {

@@ -1,33 +1,6 @@
 import type { Logger } from 'pino';
 import type { Persona, ScheduleEntry } from '#src/config/persona.ts';
-
-export type TurnKind = 'user' | 'wake' | 'cron' | 'heartbeat' | 'subagent';
-
-export const BACKGROUND_KINDS: readonly TurnKind[] = ['wake', 'cron', 'heartbeat', 'subagent'];
-
-/** Where a turn came from: the chat (and message) to answer, when there is one. */
-export interface Origin {
-  connector: string;
-  chat: string;
-  thread?: string;
-  messageId?: string;
-  chatType?: 'dm' | 'group';
-  sender?: string;
-  /** The sender is the local owner (the terminal); only local connectors vouch for that. */
-  trusted?: boolean;
-}
-
-export interface DeliveryTarget {
-  connector: string;
-  chat: string;
-  thread?: string;
-  replyTo?: string;
-}
-
-export interface DeliveryResult {
-  status: 'sent' | 'queued' | 'duplicate' | 'failed';
-  error?: string;
-}
+import type { DeliveryResult, DeliveryTarget, Origin, TurnKind } from '#src/turns.ts';
 
 export interface ToolContext {
   persona: Persona;

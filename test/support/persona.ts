@@ -1,7 +1,8 @@
 // Test builders: a Persona with safe defaults, and a ToolContext whose deliver() records every call.
 import pino from 'pino';
 import type { Persona } from '#src/config/persona.ts';
-import type { DeliveryResult, DeliveryTarget, Origin, ToolContext, TurnKind } from '#src/tools/types.ts';
+import type { ToolContext } from '#src/tools/types.ts';
+import type { DeliveryResult, DeliveryTarget, Origin, TurnKind } from '../../src/turns.ts';
 
 export type PersonaOverrides = Partial<Omit<Persona, 'tools'>> & { tools?: Partial<Persona['tools']> };
 

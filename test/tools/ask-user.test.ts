@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { createAskUserTool } from '../../tools/ask-user.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
-import type { ChoiceSpec, DeliveryTarget, Origin, ToolOutput } from '#src/tools/types.ts';
+import type { ChoiceSpec, ToolOutput } from '#src/tools/types.ts';
 import type { ToolCall } from '#src/llm/types.ts';
 import { makePersona, makeToolContext, type TestToolContext } from '../support/persona.ts';
+import type { DeliveryTarget, Origin } from '../../src/turns.ts';
 
 const askUser = createAskUserTool();
 

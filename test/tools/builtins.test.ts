@@ -4,8 +4,8 @@ import { createClockTool } from '../../tools/clock.ts';
 import { createEndTaskTool } from '../../tools/end-task.ts';
 import { createThinkHarderTool } from '../../tools/think-harder.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
-import type { Origin } from '#src/tools/types.ts';
 import { makePersona, makeToolContext } from '../support/persona.ts';
+import type { Origin } from '../../src/turns.ts';
 
 const sendMessage = createSendMessageTool();
 const origin: Origin = { connector: 'telegram', chat: '1001', chatType: 'dm', sender: '1001', messageId: '55' };

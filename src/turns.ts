@@ -1,0 +1,50 @@
+// What a turn is, whatever runs it: its kinds, where it came from and where it speaks, and the job that starts it.
+
+export type TurnKind = 'user' | 'wake' | 'cron' | 'heartbeat' | 'subagent';
+
+export const BACKGROUND_KINDS: readonly TurnKind[] = ['wake', 'cron', 'heartbeat', 'subagent'];
+
+/** Where a turn came from: the chat (and message) to answer, when there is one. */
+export interface Origin {
+  connector: string;
+  chat: string;
+  thread?: string;
+  messageId?: string;
+  chatType?: 'dm' | 'group';
+  sender?: string;
+  /** The sender is the local owner (the terminal); only local connectors vouch for that. */
+  trusted?: boolean;
+}
+
+export interface DeliveryTarget {
+  connector: string;
+  chat: string;
+  thread?: string;
+  replyTo?: string;
+}
+
+export interface DeliveryResult {
+  status: 'sent' | 'queued' | 'duplicate' | 'failed';
+  error?: string;
+}
+
+/** The job that starts a turn: every reason a conversation takes one is a job on the turn queue. */
+export interface TurnJobData {
+  conversationId: string;
+  persona: string;
+  kind: TurnKind;
+  /** For background turns: the text that starts the turn. */
+  prompt?: string;
+  origin?: Origin;
+  /** Where `reply_to_origin` delivers (a reminder's `deliver_to`, a schedule's `deliver`); the origin when absent. */
+  deliver?: DeliveryTarget;
+  /** What started a background turn (`reminder:<id>`), so a repeat can tell its previous turn is still waiting. */
+  source?: string;
+}
+
+/** The short line a failed background turn leaves in the primary chat; the details stay in the log. */
+export function backgroundFailureWarning(persona: string, kind: TurnKind, reason?: string): string {
+  const line = reason?.split('\n')[0].trim();
+  const short = line && line.length > 80 ? `${line.slice(0, 80)}…` : line;
+  return `⚠️ ${persona}: a ${kind === 'wake' ? 'reminder' : kind} turn failed${short ? ` (${short})` : ''}.`;
+}
