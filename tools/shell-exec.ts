@@ -1,6 +1,8 @@
 import type { Persona } from '#src/config/persona.ts';
 import { sandboxedCommand, shellAccess, shellSandboxStatus, type SandboxStatus } from '#src/tools/sandbox.ts';
-import type { Tool } from '#src/tools/types.ts';
+import { lockHiddenFiles, shareWorkspace } from '#src/tools/shell-user-files.ts';
+import type { ShellUser } from '#src/tools/shell-user.ts';
+import type { Tool, ToolContext } from '#src/tools/types.ts';
 import { resolveWorkspaceFolder } from '#src/tools/workspace.ts';
 import { deniedReason } from './shell-deny.ts';
 import { MAX_OUTPUT_BYTES, runCommand } from './shell-process.ts';
@@ -20,10 +22,14 @@ export interface ShellExecOptions {
   sandbox?: {
     /**
      * Paths no command may see even when they sit under a folder the sandbox shows (a checkout in /opt): Parlor's
-     * home, the personas folder, the `.env` in Parlor's working directory.
+     * home, the personas folder, the `.env` in Parlor's working directory. Run as a user of their own instead,
+     * commands are kept from the `.env` files and the other files directly in these folders by their modes.
      */
     hide?: readonly string[];
-    /** Whether the sandbox works here; a trial run of bubblewrap, once per process, by default. */
+    /**
+     * Whether the sandbox works here, or else which user commands run as; a trial run of bubblewrap (and a look
+     * for that user), once per process, by default.
+     */
     status?: () => SandboxStatus;
   };
 }
@@ -39,8 +45,9 @@ const PASSED_THROUGH = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TER
 /**
  * Runs a shell command in the persona's workspace, in the sandbox (see src/tools/sandbox.ts), with a scrubbed
  * environment, capped output and a timeout; whatever the command started is gone when the result comes back.
- * Without a sandbox it runs directly only for a persona that opted in with `"shell": "unsandboxed"`, and is not
- * offered to the others. Problems with the arguments come back as `error: ...` results; nothing runs then.
+ * Without bubblewrap, a Parlor running as root runs it as an unprivileged user of its own (see
+ * src/tools/shell-user.ts). Without either it runs directly only for a persona that opted in with
+ * `"shell": "unsandboxed"`, and is not offered to the others. Problems with the arguments come back as `error: ...` results; nothing runs then.
  */
 export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> {
   const status = options.sandbox?.status ?? shellSandboxStatus;
@@ -87,9 +94,10 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
       const denied = deniedReason(args.command);
       if (denied) return `denied: ${denied}; the command did not run.`;
       if (ctx.signal.aborted) return 'cancelled: the turn was stopped before the command ran.';
-      const access = shellAccess(ctx.persona, status());
+      const current = status();
+      const access = shellAccess(ctx.persona, current);
       if (access.mode === 'off') return `error: ${access.warning ?? 'shell_exec is off for this persona'}; the command did not run.`;
-      if (access.mode === 'unsandboxed' && !warned.has(ctx.persona.name)) {
+      if (access.warning && !warned.has(ctx.persona.name)) {
         warned.add(ctx.persona.name);
         ctx.log.warn({ tool: 'shell_exec', persona: ctx.persona.name }, access.warning);
       }
@@ -102,21 +110,47 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
       } catch (err) {
         return `error: cwd ${(err as Error).message}; the command did not run.`;
       }
-      // Inside the sandbox the workspace is home and /tmp is the sandbox's own.
-      const base: Record<string, string> = access.mode === 'sandboxed' ? { HOME: workspace, TMPDIR: '/tmp' } : {};
+      const user = access.mode === 'separate-uid' ? current.separateUser : undefined;
+      // Inside the sandbox the workspace is home and /tmp is the sandbox's own; the shell user has no home but that.
+      const base: Record<string, string> =
+        access.mode === 'sandboxed' ? { HOME: workspace, TMPDIR: '/tmp' } : user ? { HOME: workspace, TMPDIR: '/tmp', USER: user.name, LOGNAME: user.name } : {};
       const env = buildEnv(args.env ?? {}, ctx.persona, base);
       if ('error' in env) return `error: ${env.error}; the command did not run.`;
       const timeoutMs = Math.min(Math.max(args.timeout_ms ?? DEFAULT_TIMEOUT_MS, 1), MAX_TIMEOUT_MS);
       const argv = ['/bin/sh', '-c', args.command];
       const common = { timeoutMs, signal: ctx.signal };
-      ctx.log.debug({ tool: 'shell_exec', cwd, timeoutMs, sandboxed: access.mode === 'sandboxed' }, 'running shell command');
+      ctx.log.debug({ tool: 'shell_exec', cwd, timeoutMs, mode: access.mode }, 'running shell command');
       if (access.mode === 'unsandboxed') return runCommand({ file: argv[0]!, args: argv.slice(1), sandboxed: false, cwd, env: env.vars, ...common });
+      if (user) {
+        const refused = await prepareForUser(user, workspace, hide, ctx.log);
+        if (refused) return `error: ${refused}; the command did not run.`;
+        return runCommand({ file: argv[0]!, args: argv.slice(1), sandboxed: false, user, cwd, env: env.vars, ...common });
+      }
 
       const sandboxed = sandboxedCommand(argv, { workspace, cwd, hide });
       if (!sandboxed) return 'error: the sandbox is not available; the command did not run.';
       return runCommand({ ...sandboxed, sandboxed: true, cwd: workspace, env: env.vars, ...common });
     },
   };
+}
+
+/**
+ * Before each command run as the shell user: Parlor's secret files closed to it (checked every time, since a `.env`
+ * may be written afresh at any moment), and the workspace opened to it. What stops the command, or undefined.
+ */
+async function prepareForUser(user: ShellUser, workspace: string, hide: readonly string[], log: ToolContext['log']): Promise<string | undefined> {
+  const locked = await lockHiddenFiles(hide, user);
+  if (locked.tightened.length) {
+    log.warn({ tool: 'shell_exec', files: locked.tightened }, `made ${locked.tightened.join(', ')} unreadable to other users, so that commands run as ${user.name} cannot read them`);
+  }
+  if (locked.open.length) return `the ${user.name} user could read Parlor's secrets: ${locked.open.join('; ')}`;
+  try {
+    const changed = await shareWorkspace(workspace, user);
+    if (changed) log.info({ tool: 'shell_exec', workspace, entries: changed }, `gave ${workspace} to the ${user.name} group, so that commands can write in it`);
+  } catch (err) {
+    return `the workspace could not be given to the ${user.name} user (${(err as Error).message})`;
+  }
+  return undefined;
 }
 
 /** Variables that make an innocent command run other code (preloaded libraries, shell start-up files). */

@@ -10,7 +10,7 @@ const KILL_GRACE_MS = 1_000;
 const POLL_MS = 50;
 // How long to keep reading after the command is over, for a process that escaped and still holds the output pipe.
 const DRAIN_AFTER_EXIT_MS = 1_000;
-// Set in an unsandboxed command's environment so that what it leaves behind can be found (see killLeftovers).
+// Set in the environment of a command run outside bubblewrap so that what it leaves behind can be found (see killTree).
 const RUN_TAG = 'PARLOR_SHELL_RUN';
 
 export interface RunOptions {
@@ -19,6 +19,11 @@ export interface RunOptions {
   args: string[];
   /** True when `file` is bubblewrap: the command is pid 2 of its own PID namespace. */
   sandboxed: boolean;
+  /**
+   * The user to run as instead of Parlor's own (Parlor being root). The command enters `cwd` first, as root, so it
+   * starts there even when the folders above it are closed to that user.
+   */
+  user?: { uid: number; gid: number };
   cwd: string;
   env: Record<string, string>;
   timeoutMs: number;
@@ -28,7 +33,8 @@ export interface RunOptions {
 /**
  * Runs a command and reports `exit=<status>` and its output (capped), once nothing it started can still be running.
  * In the sandbox the command's PID namespace ends with it, taking `sleep 1000 &` and `setsid ...` along; run
- * directly, its process group and every process carrying its tag are killed when it ends or times out.
+ * directly (as Parlor's user or a user of its own), its process group and every process carrying its tag are
+ * killed when it ends or times out.
  */
 export async function runCommand(options: RunOptions): Promise<string> {
   const tag = randomBytes(12).toString('hex');
@@ -36,6 +42,8 @@ export async function runCommand(options: RunOptions): Promise<string> {
     cwd: options.cwd,
     env: options.sandboxed ? options.env : { ...options.env, [RUN_TAG]: tag },
     extendEnv: false,
+    // Node drops the supplementary groups (root's) before switching.
+    ...(options.user ? { uid: options.user.uid, gid: options.user.gid } : {}),
     // Its own process group, so the whole tree can be signalled at once through -pid.
     detached: true,
     stdin: 'ignore',

@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Persona } from '#src/config/persona.ts';
+import { findShellUser, folderOutOfReach, SHELL_USER, type ShellUser, type ShellUserOptions } from './shell-user.ts';
 import { isInside } from './workspace.ts';
 
 /**
@@ -12,17 +13,26 @@ import { isInside } from './workspace.ts';
  * home, the personas folder and its `.env` files are not in the whitelist; when they sit under a whitelisted
  * folder anyway (a checkout in /opt), they are hidden by their real paths, and so are the folders that symlinks in
  * a hidden folder lead to (a persona folder linked in from /opt). The network is kept: `curl` is a legitimate command.
+ *
+ * Without bubblewrap, a Parlor running as root runs commands as an unprivileged user of their own instead (see
+ * shell-user.ts); without either, the shell is off unless the persona's owner chose to run it unsandboxed.
  */
 
 export interface SandboxStatus {
+  /** Whether bubblewrap works here. */
   available: boolean;
-  /** The bubblewrap that works, or why none does and what to do. */
+  /** The bubblewrap that works, or why none does and what to do (and then which user commands run as). */
   detail: string;
+  /** Without bubblewrap, with Parlor running as root: the unprivileged user commands run as instead. */
+  separateUser?: ShellUser;
 }
 
-/** What the persona's `shell_exec` does: run in the sandbox, run directly (its owner's choice), or not exist. */
+/**
+ * What the persona's `shell_exec` does: run in the sandbox, run as a user of its own, run directly (its owner's
+ * choice), or not exist.
+ */
 export interface ShellAccess {
-  mode: 'sandboxed' | 'unsandboxed' | 'off';
+  mode: 'sandboxed' | 'separate-uid' | 'unsandboxed' | 'off';
   /** For `parlor doctor` and start-up; absent when there is nothing to say. */
   warning?: string;
 }
@@ -64,16 +74,38 @@ interface Detected {
 // Whether bubblewrap works is a fact about the machine, found once per process by a trial run and kept.
 let detected: Detected | undefined;
 
-/** Whether commands can be sandboxed on this machine (found by a trial run the first time, then remembered). */
+/**
+ * How commands are kept from Parlor's secrets on this machine: bubblewrap, else a user of their own (found by a
+ * trial run and a look for that user the first time, then remembered).
+ */
 export function shellSandboxStatus(): SandboxStatus {
   detected ??= detect();
   return detected.status;
 }
 
-/** The policy: the sandbox when there is one; else run directly only if the persona opted in, else no shell. */
-export function shellAccess(persona: Pick<Persona, 'name' | 'tools'>, status: SandboxStatus = shellSandboxStatus()): ShellAccess {
+export interface DetectOptions {
+  /** The folders bubblewrap is looked for in (default $PATH). */
+  path?: string;
+  /** Whether Parlor runs as root, and so can run commands as another user (default: whether it does). */
+  root?: boolean;
+  /** The user commands run as without bubblewrap. */
+  user?: ShellUserOptions;
+}
+
+/** Finds out afresh, not remembered: shellSandboxStatus() does this once for the real machine. */
+export function detectShellIsolation(options: DetectOptions = {}): SandboxStatus {
+  return detect(options).status;
+}
+
+/**
+ * The policy: the sandbox when there is one; else a user of its own when Parlor is root; else run directly only if
+ * the persona opted in, else no shell. An opt-in never weakens what the machine has: it only lets a persona run
+ * commands where there is nothing else.
+ */
+export function shellAccess(persona: Pick<Persona, 'name' | 'tools' | 'workspace'>, status: SandboxStatus = shellSandboxStatus()): ShellAccess {
   if (status.available) return { mode: 'sandboxed' };
   if (persona.tools.deny.includes('shell_exec')) return { mode: 'off' };
+  if (status.separateUser) return separateUserAccess(persona, status.separateUser);
   if (persona.tools.shell === 'unsandboxed') {
     return {
       mode: 'unsandboxed',
@@ -83,6 +115,20 @@ export function shellAccess(persona: Pick<Persona, 'name' | 'tools'>, status: Sa
   return { mode: 'off', warning: `shell_exec is off for persona ${persona.name}: ${status.detail}, or set "shell": "unsandboxed" in its tools.jsonc` };
 }
 
+/** Only what is worth fixing is said: the user is one other programs share, or it cannot reach the workspace. */
+function separateUserAccess(persona: Pick<Persona, 'name' | 'workspace'>, user: ShellUser): ShellAccess {
+  const blocked = folderOutOfReach(persona.workspace, user);
+  if (!user.fallback && !blocked) return { mode: 'separate-uid' };
+  let warning = `shell_exec for persona ${persona.name} runs as the ${user.name} user`;
+  if (user.fallback) warning += `, which other programs may share, because ${user.fallback} (useradd --system --user-group ${SHELL_USER} makes it)`;
+  if (blocked) {
+    warning +=
+      `${user.fallback ? '; it' : ', who'} cannot enter ${blocked}: commands start in the workspace but cannot reach it by its full path ` +
+      'or through $HOME (keep the personas folder where other users can pass through)';
+  }
+  return { mode: 'separate-uid', warning };
+}
+
 /** The program and arguments that run `argv` in the sandbox, or undefined when there is no sandbox. */
 export function sandboxedCommand(argv: readonly string[], paths: SandboxPaths): { file: string; args: string[] } | undefined {
   detected ??= detect();
@@ -90,9 +136,19 @@ export function sandboxedCommand(argv: readonly string[], paths: SandboxPaths): 
   return { file: detected.bwrap, args: [...sandboxArgs(detected.profile, paths), ...argv] };
 }
 
-function detect(): Detected {
+function detect(options: DetectOptions = {}): Detected {
+  const bubblewrap = detectBubblewrap(options.path);
+  if (bubblewrap.status.available || process.platform !== 'linux' || !(options.root ?? process.getuid?.() === 0)) return bubblewrap;
+  const user = findShellUser(options.user);
+  const detail = bubblewrap.status.detail;
+  if (!user) return { status: { available: false, detail: `${detail}; nor is there a ${SHELL_USER} or nobody user to run commands as` } };
+  const note = user.fallback ? ` (${user.fallback})` : '';
+  return { status: { available: false, detail: `${detail}; commands run as the ${user.name} user${note}`, separateUser: user } };
+}
+
+function detectBubblewrap(searchPath: string | undefined): Detected {
   if (process.platform !== 'linux') return { status: { available: false, detail: 'bubblewrap, the sandbox, needs Linux' } };
-  const bwrap = findProgram('bwrap');
+  const bwrap = findProgram('bwrap', searchPath);
   if (!bwrap) return { status: { available: false, detail: 'bubblewrap is not installed (apt install bubblewrap)' } };
   const version = spawnSync(bwrap, ['--version'], { encoding: 'utf8', env: {}, timeout: TRIAL_TIMEOUT_MS }).stdout?.trim() || 'bubblewrap';
   const workspace = fs.realpathSync(fs.mkdtempSync(path.join(os.tmpdir(), 'parlor-sandbox-check-')));
@@ -219,8 +275,8 @@ function readFolder(folder: string): fs.Dirent[] {
   }
 }
 
-function findProgram(name: string): string | undefined {
-  for (const folder of (process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin').split(path.delimiter)) {
+function findProgram(name: string, searchPath = process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin'): string | undefined {
+  for (const folder of searchPath.split(path.delimiter)) {
     const candidate = path.join(folder, name);
     try {
       fs.accessSync(candidate, fs.constants.X_OK);

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { shellSandboxStatus } from '../../src/tools/sandbox.ts';
+import { detectShellIsolation, shellSandboxStatus } from '../../src/tools/sandbox.ts';
 import { createShellExecTool, MAX_OUTPUT_BYTES } from '../../tools/shell-exec.ts';
 import { makePersona, makeToolContext } from '../support/persona.ts';
 import { killAll, NO_SANDBOX, processesWith, sleep, waitForProcess } from './shell-helpers.ts';
@@ -11,6 +11,10 @@ import { killAll, NO_SANDBOX, processesWith, sleep, waitForProcess } from './she
 const sandboxed = shellSandboxStatus().available;
 const shell = createShellExecTool();
 const direct = createShellExecTool({ sandbox: { status: NO_SANDBOX } });
+// Root without bubblewrap (looked for where there is none) runs commands as a user of their own.
+const isRoot = process.getuid?.() === 0;
+const asUserStatus = isRoot ? detectShellIsolation({ path: '/nonexistent-parlor-test-bin' }) : undefined;
+const asUser = createShellExecTool({ sandbox: { status: () => asUserStatus! } });
 
 let root: string;
 let workspace: string;
@@ -21,6 +25,9 @@ const MARKERS = ['101.5', '102.5', '103.5', '104.5', '105.5', '106.5', '107.5'];
 
 beforeAll(() => {
   root = fs.mkdtempSync(path.join(os.tmpdir(), 'parlor-shell-'));
+  // Reachable by the user commands run as without bubblewrap, as a checkout in /srv would be: the tests name
+  // files in the workspace by their full paths.
+  fs.chmodSync(root, 0o755);
   workspace = path.join(root, 'workspace');
   fs.mkdirSync(path.join(workspace, 'sub', 'deeper'), { recursive: true });
   fs.mkdirSync(path.join(workspace, '..cache'));
@@ -38,9 +45,11 @@ afterAll(() => {
 
 const run = (args: Parameters<typeof shell.run>[0], signal?: AbortSignal) => shell.run(args, makeToolContext({ persona, signal })) as Promise<string>;
 const runDirect = (args: Parameters<typeof shell.run>[0]) => direct.run(args, makeToolContext({ persona: unsandboxedPersona })) as Promise<string>;
+const runAsUser = (args: Parameters<typeof shell.run>[0]) => asUser.run(args, makeToolContext({ persona })) as Promise<string>;
 const modes = [
   ['in the sandbox', (args: Parameters<typeof shell.run>[0]) => run(args)],
   ['run directly', runDirect],
+  ['as a user of its own', runAsUser],
 ] as const;
 
 describe('shell_exec: running commands', () => {
@@ -81,7 +90,9 @@ describe('shell_exec: running commands', () => {
 
 });
 
-describe.each(modes.filter(([mode]) => sandboxed || mode === 'run directly'))('shell_exec %s: nothing outlives the command', (_mode, exec) => {
+const runnable = (mode: string) => (mode === 'in the sandbox' ? sandboxed : mode === 'as a user of its own' ? Boolean(asUserStatus?.separateUser) : true);
+
+describe.each(modes.filter(([mode]) => runnable(mode)))('shell_exec %s: nothing outlives the command', (_mode, exec) => {
   it('ends a background process when the command ends, without waiting for it', async () => {
     const started = Date.now();
     const out = await exec({ command: 'sleep 101.5 & echo started' });

@@ -161,6 +161,11 @@ describe('the verdict doctor and start-up report', () => {
     expect([sandboxed, optedIn, denied].map((p) => shellAccess(p, status))).toEqual([{ mode: 'sandboxed' }, { mode: 'sandboxed' }, { mode: 'sandboxed' }]);
   });
 
+  it('is a user of its own for every persona that may run commands when Parlor is root without bubblewrap', () => {
+    const status = { ...NO_SANDBOX(), separateUser: { name: 'parlor-shell', uid: 999, gid: 995 } };
+    expect([sandboxed, optedIn, denied].map((p) => shellAccess(p, status))).toEqual([{ mode: 'separate-uid' }, { mode: 'separate-uid' }, { mode: 'off' }]);
+  });
+
   it('says what to do for each persona when there is none', () => {
     const status = NO_SANDBOX();
     expect(shellAccess(sandboxed, status)).toEqual({
