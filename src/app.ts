@@ -110,6 +110,7 @@ export async function startApp(options: AppOptions): Promise<App> {
   for (const persona of personas) checkPersonaConnectors(persona, namable);
   if (toolList.some((t) => t.name === 'shell_exec')) {
     const sandbox = shellSandboxStatus();
+    if (sandbox.available || sandbox.separateUser) log.info(`shell sandbox: ${sandbox.detail}`);
     for (const persona of personas) {
       const { warning } = shellAccess(persona, sandbox);
       if (warning) log.warn({ persona: persona.name }, warning);

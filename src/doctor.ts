@@ -101,7 +101,7 @@ function checkShellSandbox(settings: Settings): string | { warning: string } {
   }
   const warnings = personas.map((p) => shellAccess(p, status).warning).filter((w): w is string => Boolean(w));
   if (warnings.length) return { warning: `${status.detail}; ${warnings.join('; ')}` };
-  return status.available ? status.detail : `${status.detail}; no persona runs shell_exec`;
+  return status.available || status.separateUser ? status.detail : `${status.detail}; no persona runs shell_exec`;
 }
 
 /**

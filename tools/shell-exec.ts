@@ -57,7 +57,7 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
     name: 'shell_exec',
     description:
       'Run a shell command with /bin/sh -c in your workspace folder (cwd is a folder relative to it) and get back "exit=<code>" and the combined stdout+stderr. ' +
-      'In the sandbox only the workspace is writable, and /tmp is private to the command. ' +
+      'Only the workspace is yours to write (in the bubblewrap sandbox /tmp is private to the command too). ' +
       `Output past ${MAX_OUTPUT_BYTES / 1024} KB is cut off, so filter or redirect big output to a file. ` +
       `The command is killed with everything it started after timeout_ms (default ${DEFAULT_TIMEOUT_MS / 1000} s, at most ${MAX_TIMEOUT_MS / 1000} s), ` +
       'and background processes it leaves end with it; there is no stdin. ' +

@@ -181,7 +181,8 @@ export async function startEmbeddedPostgres(
       settings = { ...settings, port: await freePort() };
       await fs.writeFile(settingsFile, JSON.stringify(settings), { mode: 0o600 });
     }
-    if (user) await fs.writeFile(logFile, '').then(() => fs.chown(logFile, user.uid, user.gid));
+    // Not for other users to read (the shell's own user among them): it names databases and users.
+    if (user) await fs.writeFile(logFile, '', { mode: 0o640 }).then(() => fs.chmod(logFile, 0o640)).then(() => fs.chown(logFile, user.uid, user.gid));
     const options = `-p ${settings.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories= -c max_connections=200`;
     const started = await run(bin.pg_ctl, ['start', '-w', '-t', '60', '-D', dataDir, '-l', logFile, '-o', options], user);
     if (started.code !== 0) {

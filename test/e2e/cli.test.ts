@@ -287,16 +287,23 @@ describe('configuration errors', () => {
     expect(line).toMatchObject({ level: 40, url: fake.openaiBaseUrl, status: 404, error: expect.stringContaining('model "nope" not found') });
   });
 
-  it('doctor warns, without failing, about every persona that cannot run shell_exec for want of a sandbox or runs it unsandboxed', async () => {
+  it('doctor warns, without failing, about every persona whose commands run without bubblewrap: as a user of their own (root), off, or unsandboxed', async () => {
     // A PATH with node and nothing else: no bubblewrap.
     const bin = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-path-'));
     await fs.symlink(process.execPath, path.join(bin, 'node'));
     const dir = await writePersonas({ careful: { connectors: { users: ['telegram:1'] } }, brave: { connectors: { users: ['telegram:2'] }, tools: { shell: 'unsandboxed' } } });
     const result = await parlor(['doctor'], { ...model(), PATH: bin, DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
-    expect(result.stdout).toContain('! shell sandbox: bubblewrap is not installed (apt install bubblewrap); ');
-    expect(result.stdout).toContain('shell_exec is off for persona careful: bubblewrap is not installed (apt install bubblewrap), or set "shell": "unsandboxed" in its tools.jsonc');
-    expect(result.stdout).toContain('shell_exec runs unsandboxed for persona brave ("shell": "unsandboxed" in its tools.jsonc)');
     expect(result.exitCode).toBe(0);
+    if (process.getuid?.() === 0) {
+      // As root, commands run as a user of their own instead: the personas folder (mode 700 here) is out of its reach.
+      expect(result.stdout).toContain('! shell sandbox: bubblewrap is not installed (apt install bubblewrap); commands run as the parlor-shell user; ');
+      expect(result.stdout).toMatch(/shell_exec for persona careful runs as the parlor-shell user, who cannot enter /);
+      expect(result.stdout).toMatch(/shell_exec for persona brave runs as the parlor-shell user, who cannot enter /);
+    } else {
+      expect(result.stdout).toContain('! shell sandbox: bubblewrap is not installed (apt install bubblewrap); ');
+      expect(result.stdout).toContain('shell_exec is off for persona careful: bubblewrap is not installed (apt install bubblewrap), or set "shell": "unsandboxed" in its tools.jsonc');
+      expect(result.stdout).toContain('shell_exec runs unsandboxed for persona brave ("shell": "unsandboxed" in its tools.jsonc)');
+    }
     await fs.rm(bin, { recursive: true, force: true });
   });
 });
