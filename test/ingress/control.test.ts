@@ -76,11 +76,12 @@ describe('control commands in a group', () => {
     expect(JSON.stringify(h.fake.requests.at(-1)!.body.messages)).not.toContain('kiwi');
   });
 
-  it('anyone in the group may still ask /status and /help, and the local terminal (trusted) may /think', async () => {
+  it('anyone in the group may still ask /status and /help; a platform event claiming to be the local owner gets no more', async () => {
     expect(await command('/status', { sender: ZED })).toContain(`Conversation: ${CONVERSATION}`);
     expect(await command('/help', { sender: ZED })).toMatch(/^Commands:/);
-    expect(await command('/think on', { sender: ZED, trusted: true })).toBe('Thinking harder on every answer in this chat.');
-    expect(await command('/think off', { sender: ZED, trusted: true })).toBe('Back to normal thinking.');
+    // Only a local connector (the terminal) may vouch for its sender.
+    expect(await command('/think on', { sender: ZED, trusted: true })).toBe('Only the people I work for can use /think here.');
+    expect((await conversationState()).thinking).toBe(false);
   });
 });
 
