@@ -113,8 +113,21 @@ export interface Connector {
   /** Saves an inbound attachment into `directory`, a folder of Parlor's own (the core moves it into the workspace); returns the file's path, directly in `directory`. */
   download?(attachment: Attachment, directory: string): Promise<string>;
   typing?(chat: string, thread?: string): Promise<void>;
+  /**
+   * A reply that grows as the model writes it (streaming), where the platform lets the bot edit its message. The
+   * connector paces the updates to the platform's limits.
+   */
+  draft?(message: { chat: string; thread?: string; replyTo?: string }): ReplyDraft;
   /** Whether it can reach its platform now (`/healthz` reports it); always up when absent. */
   status?(): ConnectorStatus;
+}
+
+/** A message being written: shown at once, updated as it grows, then finished with the final text. */
+export interface ReplyDraft {
+  /** The text so far; updates that come faster than the platform allows are merged into the next one. */
+  update(text: string): void;
+  /** Replaces the draft with the final text (continuing in new messages past the platform's limit). */
+  finish(text: string): Promise<SentMessage>;
 }
 
 export interface ConnectorStatus {

@@ -24,6 +24,7 @@ import { sleep } from '#src/retry.ts';
 import { CAPTION_LIMIT, formatForTelegram, splitText, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { pollUpdates } from './polling.ts';
+import { createTelegramDraft } from './draft.ts';
 import { createChatThrottle } from './throttle.ts';
 
 export interface TelegramOptions {
@@ -189,7 +190,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     }
   }
 
-  return {
+  const connector: Connector = {
     id: 'telegram',
     capabilities: { buttons: true, edit: true, react: true, threads: true, typing: true, maxTextLength: TEXT_LIMIT },
     ...(options.webhookUrl ? { webhook: { path: WEBHOOK_PATH, handle: handleWebhook } } : {}),
@@ -335,7 +336,12 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     async typing(chat, thread) {
       await api.sendChatAction(chat, 'typing', thread ? { message_thread_id: Number(thread) } : undefined);
     },
+
+    draft(target) {
+      return createTelegramDraft({ api, log, target, send: (message) => connector.send(message), take: (chat) => throttle.take(chat) });
+    },
   };
+  return connector;
 }
 
 /** Telegram's inline keyboard; callback_data is limited to 64 bytes, so a longer payload is a programming error. */

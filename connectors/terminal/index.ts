@@ -144,6 +144,36 @@ export function createTerminalConnector(options: TerminalOptions): TerminalConne
       write(`  ${text.slice(text.lastIndexOf('\n') + 1)}`);
     },
 
+    // At a keyboard the answer is written as it comes; piped, each answer stays one block.
+    ...(interactive
+      ? {
+          draft: () => {
+            let printed = '';
+            let started = false;
+            const put = (text: string) => {
+              if (!started) {
+                clearThinking();
+                output.write(`\r\x1b[2K${options.persona}> `);
+                started = true;
+              }
+              // What a new model call writes replaces the text before a tool call: it starts on a line of its own.
+              if (text.startsWith(printed)) output.write(text.slice(printed.length));
+              else output.write(`\n${options.persona}> ${text}`);
+              printed = text;
+            };
+            return {
+              update: put,
+              async finish(text: string) {
+                put(text);
+                output.write('\n');
+                prompt();
+                return { ids: [randomUUID()] };
+              },
+            };
+          },
+        }
+      : {}),
+
     async typing() {
       // Shown at once when a turn starts; the next message (or prompt) replaces it.
       if (!interactive || thinking || stopped) return;

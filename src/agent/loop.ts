@@ -147,6 +147,8 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
     } finally {
       options.signal?.removeEventListener('abort', abortCall);
     }
+    // A stream cut short by /stop may end without an error: what it holds is not an answer.
+    if (options.signal?.aborted) return finish({ status: 'cancelled' });
     await emit({ type: 'model_end', iteration, usage: response.usage, ms: Date.now() - callStarted });
     usage.input += response.usage.input;
     usage.output += response.usage.output;

@@ -5,7 +5,7 @@ import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
-import { outboundForTurn, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
+import { outboundForTurn, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
@@ -15,6 +15,7 @@ import type { SchedulingApi, ToolContext } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, loadHistoryWindow, type HistoryBudget } from './history.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
+import { createReplyStream, type ReplyStream } from './reply-stream.ts';
 import { buildSystemPrompt } from './prompt.ts';
 import { parseConversationId } from '#src/conversation-id.ts';
 import { backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
@@ -163,6 +164,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     if (!started) return;
     const { turnId } = started;
     const turnLog = log.child({ turn: turnId });
+    let stream: ReplyStream | undefined;
     const controller = new AbortController();
     active.set(turnId, controller);
     if (stopping) controller.abort(SHUTDOWN);
@@ -172,19 +174,25 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     try {
       // A /stop may have come between the turn's commit and now (or, for a resumed turn, before the restart).
       if (early.delete(turnId) || (started.resumed && (await isTurnCancelRequested(db, turnId)))) controller.abort('stop');
-      const result = await execute(job, persona, started, controller.signal, turnLog);
+      stream = replyStreamFor(persona, data, started.replyTo);
+      const result = await execute(job, persona, started, controller.signal, turnLog, stream);
       if (result.status === 'cancelled' && controller.signal.reason === SHUTDOWN) {
-        // The job goes back to its queue (keeping its place) and the turn continues where it stopped.
+        // The job goes back to its queue (keeping its place) and the turn continues where it stopped; a draft shown
+        // so far is finished as it is, never left growing.
+        await stream?.finish(undefined, ' …').catch(() => {});
         turnLog.info('turn released; it continues at the next start');
         throw new TurnInterrupted('interrupted by shutdown');
       }
-      await conclude(job, persona, turnId, result, started.replyTo, turnLog);
+      await conclude(job, persona, turnId, result, started.replyTo, turnLog, stream);
     } catch (err) {
       if (err instanceof TurnInterrupted) throw err;
       turnLog.error({ err }, 'turn crashed');
       await finishTurn(db, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
-      if (data.kind === 'user' && data.origin) {
-        await deliverTo(data.origin, turnId, 'reply', 'Sorry, something went wrong on my side and I could not finish that. Please try again.', data.conversationId, { replyTo: started.replyTo }).catch(() => {});
+      const sorry = 'Sorry, something went wrong on my side and I could not finish that. Please try again.';
+      if (stream?.shown()) {
+        await stream.finish(sorry).catch(() => {});
+      } else if (data.kind === 'user' && data.origin) {
+        await deliverTo(data.origin, turnId, 'reply', sorry, data.conversationId, { replyTo: started.replyTo }).catch(() => {});
       } else if (data.kind !== 'user') {
         await warnPrimary(persona, data, turnId, 'an internal error').catch(() => {});
       }
@@ -194,7 +202,15 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  async function execute(job: TurnJob, persona: Persona, started: StartedTurn, signal: AbortSignal, log: Logger): Promise<LoopResult> {
+  /** A user turn's answer streams into one message when the persona asks for it and the chat's connector can draft. */
+  function replyStreamFor(persona: Persona, data: TurnJobData, replyTo: string | undefined): ReplyStream | undefined {
+    if (!persona.tools.stream || data.kind !== 'user' || !data.origin) return undefined;
+    const connector = deps.connectors.get(data.origin.connector);
+    if (!connector?.draft || !connector.capabilities.edit || (connector.chats && !connector.chats.includes(data.origin.chat))) return undefined;
+    return createReplyStream(connector as Required<Pick<Connector, 'draft'>>, { chat: data.origin.chat, thread: data.origin.thread, replyTo });
+  }
+
+  async function execute(job: TurnJob, persona: Persona, started: StartedTurn, signal: AbortSignal, log: Logger, stream?: ReplyStream): Promise<LoopResult> {
     const { data } = job;
     const { turnId, conversation } = started;
     if (data.kind === 'user') await deps.awaitDownloads?.(data.conversationId, turnId, signal);
@@ -289,6 +305,10 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
               `a ${data.kind} turn answered in plain text, which reaches no one; only send_message and reply_to_origin speak`,
             );
           }
+        } else if (event.type === 'model_start') {
+          stream?.startCall();
+        } else if (event.type === 'text_delta') {
+          stream?.append(event.delta);
         } else if (event.type === 'model_end') {
           log.debug({ iteration: event.iteration, usage: event.usage, ms: event.ms }, 'model call finished');
         } else if (event.type === 'tool_end') {
@@ -298,9 +318,31 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     });
   }
 
-  async function conclude(job: TurnJob, persona: Persona, turnId: string, result: LoopResult, replyTo: string | undefined, log: Logger) {
+  async function conclude(job: TurnJob, persona: Persona, turnId: string, result: LoopResult, replyTo: string | undefined, log: Logger, stream?: ReplyStream) {
     const { data } = job;
-    if (result.reply && data.origin) {
+    if (stream?.shown() && data.origin) {
+      // The draft becomes the reply: edited to the final text, never sent a second time as a new message.
+      const sent = await stream.finish(result.reply, result.status === 'cancelled' ? ' — stopped' : '').catch((err: unknown) => {
+        log.warn({ err }, 'the streamed reply could not be finished');
+        return undefined;
+      });
+      if (sent && result.reply) {
+        await recordSentOutbound(db, {
+          dedupeKey: `turn:${turnId}:reply`,
+          turnId,
+          conversationId: data.conversationId,
+          connector: data.origin.connector,
+          chat: data.origin.chat,
+          thread: data.origin.thread,
+          replyTo,
+          text: result.reply,
+          platformMessageIds: sent.ids,
+        });
+      } else if (!sent && result.reply) {
+        // The draft could not take it: the reply goes out as a message of its own.
+        await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo });
+      }
+    } else if (result.reply && data.origin) {
       const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo });
       if (delivered.status === 'failed') result = { ...result, error: `reply not delivered: ${delivered.error}` };
     }

@@ -44,6 +44,8 @@ export const toolsSchema = {
     // Tools that act on the machine or the world ask first by default; listed here, they run without asking.
     allow: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
     thinking: { type: 'boolean' },
+    // Answers appear as one message that grows as the model writes (where the connector can edit).
+    stream: { type: 'boolean' },
     model: { type: 'string', minLength: 1 },
     maxIterations: { type: 'integer', minimum: 1, maximum: 200 },
     // Below the turn job's expiry (3 h), so pg-boss never takes back a turn that is still within its budget.

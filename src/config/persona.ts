@@ -49,6 +49,8 @@ export interface Persona {
     /** Tools that ask first by default (they act on the machine or the world) and that this persona runs unasked. */
     allow: string[];
     thinking: boolean;
+    /** A user turn's answer grows in one message as the model writes it, where the connector can do that. */
+    stream: boolean;
     model?: string;
     maxIterations?: number;
     turnTimeoutSeconds?: number;
@@ -148,6 +150,7 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
       approve: tools.approve ?? [],
       allow: tools.allow ?? [],
       thinking: tools.thinking ?? false,
+      stream: tools.stream ?? false,
       model: tools.model,
       maxIterations: tools.maxIterations,
       turnTimeoutSeconds: tools.turnTimeoutSeconds,

@@ -45,6 +45,17 @@ export async function insertOutbound(
   return inserted;
 }
 
+/**
+ * Records a message that went out some other way than through the ledger's own send (a streamed reply, whose draft
+ * was edited into it): a rerun of its turn finds it sent and sends nothing.
+ */
+export async function recordSentOutbound(db: Queryable, row: OutboundDraft & { platformMessageIds: string[] }): Promise<void> {
+  await db
+    .insert(outboundMessages)
+    .values({ ...row, status: 'sent', attempts: 1, sentAt: sql`now()` })
+    .onConflictDoNothing();
+}
+
 /** Everything the ledger holds about a message, by its dedupe key. */
 export async function outboundRowByKey(db: Queryable, dedupeKey: string): Promise<OutboundRow | undefined> {
   const [row] = await db.select().from(outboundMessages).where(eq(outboundMessages.dedupeKey, dedupeKey));

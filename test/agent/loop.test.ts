@@ -450,3 +450,23 @@ describe('runAgentLoop: every request within the budget', () => {
     expect(toolMessages(model.requests[3].messages).map((m) => m.content.startsWith('[result of dump omitted'))).toEqual([true, false, false]);
   });
 });
+
+describe('a model call cut short by /stop', () => {
+  it('ends the turn cancelled, even when the stream ended without an error: its partial text is not an answer', async () => {
+    const controller = new AbortController();
+    const { run } = setup(
+      [
+        async () => {
+          // The stream stops when the turn is stopped, and the SDK simply ends it.
+          controller.abort('stop');
+          return say('Half an ans');
+        },
+      ],
+      [],
+      { signal: controller.signal },
+    );
+    const result = await run();
+    expect(result.status).toBe('cancelled');
+    expect(result.reply).toBeUndefined();
+  });
+});

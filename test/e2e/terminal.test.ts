@@ -6,6 +6,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
 import { until } from '../support/until.ts';
+import { writePersonas } from '../support/harness.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = path.join(root, 'bin/parlor.js');
@@ -34,8 +35,8 @@ const env = () => ({
 });
 
 /** `parlor chat` on a pseudo-terminal: keys are written to it, and what the screen shows is collected. */
-function atTerminal() {
-  const child: ResultPromise = execa('script', ['-qfec', `exec node ${bin} chat`, '/dev/null'], { env: env(), extendEnv: false, stdin: 'pipe', reject: false, timeout: 60_000 });
+function atTerminal(extraEnv: Record<string, string> = {}) {
+  const child: ResultPromise = execa('script', ['-qfec', `exec node ${bin} chat`, '/dev/null'], { env: { ...env(), ...extraEnv }, extendEnv: false, stdin: 'pipe', reject: false, timeout: 60_000 });
   let screen = '';
   child.stdout!.on('data', (chunk: Buffer) => (screen += chunk.toString()));
   return {
@@ -90,5 +91,20 @@ describe('parlor chat at a terminal', () => {
     expect(result.stdout).toContain('  ⌛ Expired: the input ended before anyone answered — shell_exec did not run');
     expect(result.stdout).toContain('ran: denied: shell_exec did not run (the input ended before anyone answered).');
     expect(result.stdout).not.toMatch(/restarted/);
+  });
+
+  it('a persona that streams writes its answer as it comes (the first words before the last are out)', async () => {
+    const personas = await writePersonas({ streamer: { soul: 'You stream.', tools: { stream: true } } });
+    const answer = Array.from({ length: 12 }, (_, i) => `w${i}`).join(' ');
+    fake.script({ text: answer, chunks: 12, chunkDelayMs: 250 });
+    const t = atTerminal({ PARLOR_PERSONAS_DIR: personas });
+    await until(() => t.screen().includes('you> '), 'the prompt', 30_000);
+    t.type('go\n');
+    await until(() => t.screen().includes('w2'), 'the first words', 10_000);
+    expect(t.screen()).not.toContain('w11');
+    await until(() => t.screen().includes('w11'), 'the whole answer', 10_000);
+    expect(t.screen()).toContain(answer);
+    t.type('\x04');
+    expect((await t.child).exitCode).toBe(0);
   });
 });

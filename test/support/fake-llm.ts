@@ -28,6 +28,9 @@ export interface FakeReply {
   hang?: boolean;
   /** Destroy the socket without a response (network error). */
   destroy?: boolean;
+  /** Streamed answers: the text in this many chunks (default 3), this long apart (OpenAI format). */
+  chunks?: number;
+  chunkDelayMs?: number;
 }
 
 export interface RecordedRequest {
@@ -140,7 +143,7 @@ function sse(res: ServerResponse, event: string | undefined, data: unknown): voi
   res.write(`${event ? `event: ${event}\n` : ''}data: ${JSON.stringify(data)}\n\n`);
 }
 
-function openaiReply(res: ServerResponse, rec: RecordedRequest, reply: FakeReply, calls: Call[], usage: Usage): void {
+async function openaiReply(res: ServerResponse, rec: RecordedRequest, reply: FakeReply, calls: Call[], usage: Usage): Promise<void> {
   const id = rid('chatcmpl-');
   const created = Math.floor(Date.now() / 1000);
   const model = rec.model || 'fake-model';
@@ -163,7 +166,10 @@ function openaiReply(res: ServerResponse, rec: RecordedRequest, reply: FakeReply
   });
   startSse(res, reply.headers);
   chunk({ role: 'assistant', content: content === null ? null : '' });
-  for (const p of pieces(reply.text ?? '', 3)) chunk({ content: p });
+  for (const p of pieces(reply.text ?? '', reply.chunks ?? 3)) {
+    chunk({ content: p });
+    if (reply.chunkDelayMs) await new Promise((r) => setTimeout(r, reply.chunkDelayMs));
+  }
   calls.forEach((c, index) => {
     chunk({ tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] });
     for (const p of pieces(c.args, 2)) chunk({ tool_calls: [{ index, function: { arguments: p } }] });
@@ -275,7 +281,7 @@ export async function startFakeLlm(): Promise<FakeLlm> {
       input: rough(JSON.stringify(body?.messages ?? []) + rec.system),
       output: rough((reply.text ?? '') + calls.map((c) => c.name + c.args).join('')),
     };
-    (api === 'openai' ? openaiReply : anthropicReply)(res, rec, reply, calls, usage);
+    await (api === 'openai' ? openaiReply : anthropicReply)(res, rec, reply, calls, usage);
   }
 
   const server = createServer((req, res) => {

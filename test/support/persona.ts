@@ -21,7 +21,7 @@ export function makePersona(overrides: PersonaOverrides = {}): Persona {
     workspace: '/tmp/parlor-test/personas/tester/workspace',
     skills: [],
     ...rest,
-    tools: { deny: [], approve: [], allow: [], thinking: false, shell: 'sandboxed', ...tools },
+    tools: { deny: [], approve: [], allow: [], thinking: false, stream: false, shell: 'sandboxed', ...tools },
   };
 }
 

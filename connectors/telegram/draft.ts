@@ -1,0 +1,133 @@
+import { GrammyError, type Api } from 'grammy';
+import type { Logger } from 'pino';
+import type { OutboundMessage, ReplyDraft, SentMessage } from '#src/connector.ts';
+import { formatForTelegram, TEXT_LIMIT } from './format.ts';
+
+/**
+ * Edits of one message, at most this often: about one a second in a private chat; in groups, where Telegram allows
+ * twenty messages a minute, every three seconds. A 429 waits out its retry_after before the next edit.
+ */
+const DM_EDIT_INTERVAL_MS = 1000;
+const GROUP_EDIT_INTERVAL_MS = 3000;
+
+/**
+ * A streamed reply on Telegram: the first text is sent as a message, later text edits it (paced, the latest text
+ * winning), and `finish` edits in the final text, continuing in new messages past 4,096 characters.
+ */
+export function createTelegramDraft(deps: {
+  api: Api;
+  log: Logger;
+  target: { chat: string; thread?: string; replyTo?: string };
+  /** The connector's own send, for what does not fit the draft message. */
+  send(message: OutboundMessage): Promise<SentMessage>;
+  /** Waits for the chat's share of Telegram's flood limits before a new message. */
+  take(chat: string): Promise<void>;
+}): ReplyDraft {
+  const { api, target } = deps;
+  const interval = target.chat.startsWith('-') ? GROUP_EDIT_INTERVAL_MS : DM_EDIT_INTERVAL_MS;
+  let messageId: number | undefined;
+  /** The text on screen, and the newest text not yet shown. */
+  let shown = '';
+  let latest = '';
+  let lastEdit = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let finished = false;
+  /** Sends and edits run one after another. */
+  let chain: Promise<void> = Promise.resolve();
+  let holdUntil = 0;
+
+  const common = () => ({
+    ...(target.thread ? { message_thread_id: Number(target.thread) } : {}),
+  });
+
+  /** What a draft shows of a text longer than one message: its first part, marked as going on. */
+  const fit = (text: string) => (text.length > TEXT_LIMIT - 2 ? `${text.slice(0, TEXT_LIMIT - 2)} …` : text);
+
+  async function show(text: string): Promise<void> {
+    const [part] = formatForTelegram(fit(text));
+    if (!part) return;
+    try {
+      if (messageId === undefined) {
+        await deps.take(target.chat);
+        const sent = await sendPart(part, {
+          ...common(),
+          ...(target.replyTo ? { reply_parameters: { message_id: Number(target.replyTo), allow_sending_without_reply: true } } : {}),
+        });
+        messageId = sent.message_id;
+      } else {
+        await editPart(messageId, part);
+      }
+      shown = text;
+    } catch (err) {
+      const retryAfter = err instanceof GrammyError ? err.parameters?.retry_after : undefined;
+      if (retryAfter) holdUntil = Date.now() + retryAfter * 1000;
+      // A draft update that fails is only a missed frame: the next one, or the final text, takes its place.
+      deps.log.debug({ err: err instanceof Error ? err.message : String(err) }, 'draft update failed');
+    } finally {
+      lastEdit = Date.now();
+    }
+  }
+
+  async function sendPart(part: { html: string; plain: string }, extra: object) {
+    try {
+      return await api.sendMessage(target.chat, part.html, { ...extra, parse_mode: 'HTML' });
+    } catch (err) {
+      if (!(err instanceof GrammyError && /can't parse entities/i.test(err.description))) throw err;
+      return api.sendMessage(target.chat, part.plain, extra);
+    }
+  }
+
+  async function editPart(id: number, part: { html: string; plain: string }) {
+    try {
+      try {
+        await api.editMessageText(target.chat, id, part.html, { parse_mode: 'HTML' });
+      } catch (err) {
+        if (!(err instanceof GrammyError && /can't parse entities/i.test(err.description))) throw err;
+        await api.editMessageText(target.chat, id, part.plain);
+      }
+    } catch (err) {
+      if (err instanceof GrammyError && /message is not modified/i.test(err.description)) return;
+      throw err;
+    }
+  }
+
+  function schedule() {
+    if (finished || timer) return;
+    const wait = messageId === undefined ? 0 : Math.max(0, lastEdit + interval - Date.now(), holdUntil - Date.now());
+    timer = setTimeout(() => {
+      timer = undefined;
+      const text = latest;
+      if (text === shown || finished) return;
+      chain = chain.then(() => show(text)).then(() => {
+        if (latest !== shown) schedule();
+      });
+    }, wait);
+  }
+
+  return {
+    update(text) {
+      latest = text;
+      schedule();
+    },
+    async finish(text) {
+      finished = true;
+      clearTimeout(timer);
+      await chain;
+      const parts = formatForTelegram(text);
+      if (messageId === undefined) return deps.send({ chat: target.chat, thread: target.thread, replyTo: target.replyTo, text });
+      const ids = [String(messageId)];
+      // The first part takes the draft's place; the rest follows as new messages, in order.
+      const [first, ...rest] = parts;
+      if (first) {
+        const wait = holdUntil - Date.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        await editPart(messageId, first);
+      }
+      if (rest.length) {
+        const more = await deps.send({ chat: target.chat, thread: target.thread, text: rest.map((p) => p.plain).join('\n\n') });
+        ids.push(...more.ids);
+      }
+      return { ids };
+    },
+  };
+}
