@@ -6,6 +6,10 @@ import type { AddressInfo } from 'node:net';
 export interface BotApiCall {
   method: string;
   body: Record<string, any>;
+  /** When the request arrived (ms since the epoch). */
+  at?: number;
+  /** What a successful call answered (the message sent, the updates handed out). */
+  result?: unknown;
 }
 
 type Reply = { ok: true; result: unknown } | { ok: false; error_code: number; description: string; parameters?: { retry_after?: number } };
@@ -82,8 +86,10 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
       return res.end(fileBytes(fileId));
     }
     const method = (req.url ?? '').split('/').pop()!.split('?')[0];
+    const at = Date.now();
     const body = await readBody(req);
-    calls.push({ method, body });
+    const call: BotApiCall = { method, body, at };
+    calls.push(call);
     const scripted = failures.get(method)?.shift();
     let reply: Reply;
     if (scripted) reply = scripted;
@@ -99,6 +105,8 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     } else if (method === 'getFile') {
       reply = { ok: true, result: { file_id: body.file_id, file_unique_id: 'u', file_size: fileBytes(body.file_id).length, file_path: `files/${encodeURIComponent(body.file_id)}.jpg` } };
     } else reply = { ok: true, result: true };
+    // A copy: the queue handed out keeps changing.
+    if (reply.ok) call.result = Array.isArray(reply.result) ? [...reply.result] : reply.result;
     res.writeHead(reply.ok ? 200 : reply.error_code, { 'content-type': 'application/json' });
     res.end(JSON.stringify(reply));
   });
