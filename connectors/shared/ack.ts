@@ -1,0 +1,64 @@
+// Acknowledging a platform that wants an answer within seconds (Discord interactions, Slack events: 3 s), however
+// long the core takes to store the event.
+import type { Logger } from 'pino';
+import type { IngressResult } from '#src/connector.ts';
+import { sleep } from '#src/retry.ts';
+
+/** Answer this much before the platform's deadline: the acknowledgement itself takes a round trip. */
+const MARGIN_MS = 500;
+
+export type Acknowledgement =
+  /** Stored in time: the core's answer (a click's notice, say) goes with the acknowledgement. */
+  | { kind: 'stored'; result: IngressResult }
+  /**
+   * Not stored by the deadline: acknowledge now, without the core's answer. The event is still being stored, and
+   * stored it will be: a platform that has its acknowledgement never delivers it again, so failures are retried
+   * here. `result` settles with the core's answer (undefined if it never could be stored), for a follow-up.
+   */
+  | { kind: 'late'; result: Promise<IngressResult | undefined> };
+
+/**
+ * Hands an event to the core (`handle`: the ingress, which resolves once the event is durably stored) and says how
+ * to acknowledge it by `deadlineMs`. A failure before the deadline is the platform's to redeliver (`handle`'s error
+ * is thrown: leave the event unacknowledged, or answer with an error status); after it, this function's to retry.
+ */
+export async function acknowledgeBy(
+  deadlineMs: number,
+  handle: () => Promise<IngressResult>,
+  options: { log: Logger; retryForMs?: number; firstRetryMs?: number },
+): Promise<Acknowledgement> {
+  const first = handle();
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), Math.max(0, deadlineMs - MARGIN_MS))));
+  try {
+    const outcome = await Promise.race([first, late]);
+    if (outcome !== 'late') return { kind: 'stored', result: outcome };
+  } finally {
+    clearTimeout(timer);
+  }
+  return { kind: 'late', result: keepTrying(first, handle, options) };
+}
+
+async function keepTrying(
+  first: Promise<IngressResult>,
+  handle: () => Promise<IngressResult>,
+  options: { log: Logger; retryForMs?: number; firstRetryMs?: number },
+): Promise<IngressResult | undefined> {
+  const giveUpAt = Date.now() + (options.retryForMs ?? 10 * 60_000);
+  let delay = options.firstRetryMs ?? 1000;
+  let attempt: Promise<IngressResult> = first;
+  for (;;) {
+    try {
+      return await attempt;
+    } catch (err) {
+      if (Date.now() + delay > giveUpAt) {
+        options.log.error({ err }, 'an event acknowledged at the platform deadline could not be stored; it is lost');
+        return undefined;
+      }
+      options.log.warn({ err, retryInMs: delay }, 'an event acknowledged at the platform deadline could not be stored yet; retrying');
+      await sleep(delay);
+      delay = Math.min(delay * 2, 30_000);
+      attempt = handle();
+    }
+  }
+}

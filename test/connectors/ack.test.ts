@@ -1,0 +1,57 @@
+// Acknowledging by the platform's deadline, whatever the core is doing (connectors/shared/ack.ts).
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { acknowledgeBy } from '../../connectors/shared/ack.ts';
+import type { IngressResult } from '../../src/connector.ts';
+
+const log = pino({ level: 'silent' });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe('acknowledgeBy', () => {
+  it('answers with the core\'s result when the event is stored in time', async () => {
+    const ack = await acknowledgeBy(3000, async () => ({ status: 'click', notice: 'Done.' }), { log });
+    expect(ack).toEqual({ kind: 'stored', result: { status: 'click', notice: 'Done.' } });
+  });
+
+  it('answers before the deadline when storing takes longer, and the event is still stored after', async () => {
+    let stored = false;
+    const started = Date.now();
+    const ack = await acknowledgeBy(1500, async () => {
+      await sleep(2500);
+      stored = true;
+      return { status: 'queued' } as IngressResult;
+    }, { log });
+    const ms = Date.now() - started;
+    expect(ack.kind).toBe('late');
+    expect(ms).toBeLessThan(1500);
+    expect(stored).toBe(false);
+    if (ack.kind === 'late') expect(await ack.result).toEqual({ status: 'queued' });
+    expect(stored).toBe(true);
+  });
+
+  it('after acknowledging, retries a store that fails (the platform will not deliver the event again)', async () => {
+    let attempts = 0;
+    const ack = await acknowledgeBy(600, async () => {
+      attempts++;
+      await sleep(attempts === 1 ? 700 : 10);
+      if (attempts < 3) throw new Error('database busy');
+      return { status: 'queued' } as IngressResult;
+    }, { log, firstRetryMs: 20 });
+    expect(ack.kind).toBe('late');
+    if (ack.kind === 'late') expect(await ack.result).toEqual({ status: 'queued' });
+    expect(attempts).toBe(3);
+  });
+
+  it('a failure before the deadline is thrown, for the platform to deliver the event again', async () => {
+    await expect(acknowledgeBy(3000, async () => { throw new Error('database down'); }, { log })).rejects.toThrow('database down');
+  });
+
+  it('gives up, saying so, once its retry time is over', async () => {
+    const ack = await acknowledgeBy(600, async () => {
+      await sleep(700);
+      throw new Error('still down');
+    }, { log, firstRetryMs: 50, retryForMs: 200 });
+    if (ack.kind !== 'late') throw new Error('expected a late acknowledgement');
+    expect(await ack.result).toBeUndefined();
+  });
+});
