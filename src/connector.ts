@@ -2,12 +2,38 @@
 
 export interface ConnectorCapabilities {
   buttons: boolean;
-  edit: boolean;
+  /** The bot may edit its own messages (a streamed reply, a question's outcome); absent: it cannot. */
+  edits?: EditLimits;
+  /** An edit can take a message's buttons off (a question's outcome replaces them). */
+  removeButtons: boolean;
+  /** Reactions, written as Unicode emoji in the core (the connector maps them to its platform's names). */
   react: boolean;
   threads: boolean;
   typing: boolean;
+  /** `send` with `privateTo` in a group shows the message to that person alone (elsewhere it is sent to the chat). */
+  privateReplies: boolean;
   /** Longest message the platform accepts; the connector splits longer text itself. */
   maxTextLength: number;
+  /**
+   * How soon the platform wants an event acknowledged (Discord and Slack: 3 s); the connector answers by then even
+   * when the core is still storing it (a redelivery is deduplicated).
+   */
+  ackDeadlineMs?: number;
+}
+
+/** What the platform allows of edits to one of the bot's messages. */
+export interface EditLimits {
+  /** How long after sending a message it can still be edited; no limit when absent. */
+  windowMs?: number;
+  /** Edits of one message a minute the platform tolerates: in a DM, and in a group. */
+  perMinute: { dm: number; group: number };
+}
+
+/** Whether a message sent at `sentAt` can still be edited (the capability's window). */
+export function canEdit(capabilities: ConnectorCapabilities, sentAt: Date | undefined, now = Date.now()): boolean {
+  const { edits } = capabilities;
+  if (!edits) return false;
+  return edits.windowMs === undefined || sentAt === undefined || now - sentAt.getTime() < edits.windowMs;
 }
 
 export interface ChatRef {
@@ -39,7 +65,7 @@ export interface InboundEvent {
   connector: string;
   /** Unique per connector; a redelivery carries the same id and is dropped. */
   externalId: string;
-  /** `reaction`: someone reacted to a message (`messageId`) with the emoji in `text`. */
+  /** `reaction`: someone reacted to a message (`messageId`) with the emoji in `text`, as Unicode (never a platform's name for it). */
   kind: 'message' | 'edit' | 'click' | 'reaction';
   chat: ChatRef;
   sender: Sender;
@@ -84,11 +110,21 @@ export interface OutboundMessage {
   buttons?: Button[][];
   /** Absolute paths of files to send; the text is their caption (what does not fit follows as messages). */
   files?: string[];
+  /**
+   * The platform id of the one person this concerns (a /status, a refusal): where the connector has
+   * `privateReplies`, only they see it. The core sets it only in groups of connectors that can.
+   */
+  privateTo?: string;
 }
 
 export interface SentMessage {
   /** Platform ids of the message parts, in order (long text is split). */
   ids: string[];
+  /**
+   * The thread the message landed in, when the connector opened one for it (a mention answered in a thread on it):
+   * follow-ups posted in that thread belong to the conversation the message came from.
+   */
+  thread?: string;
 }
 
 export interface Connector {
@@ -108,7 +144,10 @@ export interface Connector {
   send(message: OutboundMessage): Promise<SentMessage>;
   /** Replaces a sent message's text and removes its buttons (a question once it is answered or expired). */
   edit?(chat: string, messageId: string, text: string): Promise<void>;
-  /** Sets the bot's reaction on a message; throws a PlatformError naming what is wrong (an emoji not allowed...). */
+  /**
+   * Sets the bot's reaction on a message. `emoji` is Unicode (`👍`); the connector maps it to its platform's form and
+   * throws a PlatformError naming what is wrong (an emoji the platform does not allow...).
+   */
   react?(chat: string, messageId: string, emoji: string): Promise<void>;
   /** Saves an inbound attachment into `directory`, a folder of Parlor's own (the core moves it into the workspace); returns the file's path, directly in `directory`. */
   download?(attachment: Attachment, directory: string): Promise<string>;
@@ -117,9 +156,20 @@ export interface Connector {
    * A reply that grows as the model writes it (streaming), where the platform lets the bot edit its message. The
    * connector paces the updates to the platform's limits.
    */
-  draft?(message: { chat: string; thread?: string; replyTo?: string }): ReplyDraft;
+  draft?(message: DraftTarget): ReplyDraft;
   /** Whether it can reach its platform now (`/healthz` reports it); always up when absent. */
   status?(): ConnectorStatus;
+}
+
+/** Where a streamed reply goes, and how it carries on after a crash. */
+export interface DraftTarget {
+  chat: string;
+  thread?: string;
+  replyTo?: string;
+  /** The message a previous run of the turn left half-written (it died mid-stream): the draft continues in it. */
+  resume?: string;
+  /** Called once with the platform id of the draft's message, when it first shows. */
+  onShown?(messageId: string): void;
 }
 
 /** A message being written: shown at once, updated as it grows, then finished with the final text. */

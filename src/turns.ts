@@ -26,6 +26,9 @@ export interface DeliveryTarget {
 export interface DeliveryResult {
   status: 'sent' | 'queued' | 'duplicate' | 'failed';
   error?: string;
+  /** Sent: the platform ids of its parts, and the thread it landed in when the connector opened one. */
+  ids?: string[];
+  thread?: string;
 }
 
 /** The job that starts a turn: every reason a conversation takes one is a job on the turn queue. */

@@ -21,9 +21,14 @@ export function createReactTool(): Tool<Args> {
     contexts: ['user'],
     timeoutMs: 30_000,
     async run(args, ctx) {
+      const emoji = args.emoji.trim();
+      // One convention everywhere: the emoji itself. Each connector maps it to its platform's form (Slack's names).
+      if (!/^(?:\p{Extended_Pictographic}|\p{Regional_Indicator}|[#*0-9]\uFE0F?\u20E3)/u.test(emoji)) {
+        return `error: "${args.emoji}" is not an emoji; write the emoji itself, e.g. "👍", not its name`;
+      }
       try {
-        await ctx.react(args.emoji, args.message_id);
-        return `reacted with ${args.emoji}`;
+        const done = await ctx.react(emoji, args.message_id);
+        return done === 'queued' ? `reaction ${emoji} queued (it is set by the process that runs this chat's connector)` : `reacted with ${emoji}`;
       } catch (err) {
         return `error: ${err instanceof Error ? err.message : String(err)}`;
       }

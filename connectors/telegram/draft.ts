@@ -1,14 +1,13 @@
 import { GrammyError, type Api } from 'grammy';
 import type { Logger } from 'pino';
-import type { OutboundMessage, ReplyDraft, SentMessage } from '#src/connector.ts';
+import type { DraftTarget, EditLimits, OutboundMessage, ReplyDraft, SentMessage } from '#src/connector.ts';
 import { formatForTelegram, TEXT_LIMIT } from './format.ts';
 
 /**
- * Edits of one message, at most this often: about one a second in a private chat; in groups, where Telegram allows
- * twenty messages a minute, every three seconds. A 429 waits out its retry_after before the next edit.
+ * Edits of one message Telegram tolerates a minute: about one a second in a private chat; in groups, where it allows
+ * twenty messages a minute, one every three seconds. A 429 waits out its retry_after before the next edit.
  */
-const DM_EDIT_INTERVAL_MS = 1000;
-const GROUP_EDIT_INTERVAL_MS = 3000;
+export const EDIT_LIMITS: EditLimits = { perMinute: { dm: 60, group: 20 } };
 
 /**
  * A streamed reply on Telegram: the first text is sent as a message, later text edits it (paced, the latest text
@@ -17,15 +16,16 @@ const GROUP_EDIT_INTERVAL_MS = 3000;
 export function createTelegramDraft(deps: {
   api: Api;
   log: Logger;
-  target: { chat: string; thread?: string; replyTo?: string };
+  target: DraftTarget;
   /** The connector's own send, for what does not fit the draft message. */
   send(message: OutboundMessage): Promise<SentMessage>;
   /** Waits for the chat's share of Telegram's flood limits before a new message. */
   take(chat: string): Promise<void>;
 }): ReplyDraft {
   const { api, target } = deps;
-  const interval = target.chat.startsWith('-') ? GROUP_EDIT_INTERVAL_MS : DM_EDIT_INTERVAL_MS;
-  let messageId: number | undefined;
+  const interval = 60_000 / (target.chat.startsWith('-') ? EDIT_LIMITS.perMinute.group : EDIT_LIMITS.perMinute.dm);
+  // A draft a crashed run left behind is written over, not left half-finished beside a new one.
+  let messageId: number | undefined = target.resume !== undefined && /^\d+$/.test(target.resume) ? Number(target.resume) : undefined;
   /** The text on screen, and the newest text not yet shown. */
   let shown = '';
   let latest = '';
@@ -54,11 +54,14 @@ export function createTelegramDraft(deps: {
           ...(target.replyTo ? { reply_parameters: { message_id: Number(target.replyTo), allow_sending_without_reply: true } } : {}),
         });
         messageId = sent.message_id;
+        target.onShown?.(String(messageId));
       } else {
         await editPart(messageId, part);
       }
       shown = text;
     } catch (err) {
+      // The message it was writing in is gone (deleted, or a crashed run's that cannot be found): start a new one.
+      if (isGone(err)) messageId = undefined;
       const retryAfter = err instanceof GrammyError ? err.parameters?.retry_after : undefined;
       if (retryAfter) holdUntil = Date.now() + retryAfter * 1000;
       // A draft update that fails is only a missed frame: the next one, or the final text, takes its place.
@@ -121,7 +124,12 @@ export function createTelegramDraft(deps: {
       if (first) {
         const wait = holdUntil - Date.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-        await editPart(messageId, first);
+        try {
+          await editPart(messageId, first);
+        } catch (err) {
+          if (!isGone(err)) throw err;
+          return deps.send({ chat: target.chat, thread: target.thread, replyTo: target.replyTo, text });
+        }
       }
       if (rest.length) {
         const more = await deps.send({ chat: target.chat, thread: target.thread, text: rest.map((p) => p.plain).join('\n\n') });
@@ -130,4 +138,9 @@ export function createTelegramDraft(deps: {
       return { ids };
     },
   };
+}
+
+/** Telegram no longer has the message being edited. */
+function isGone(err: unknown): boolean {
+  return err instanceof GrammyError && /message to edit not found|message can't be edited/i.test(err.description);
 }

@@ -24,7 +24,7 @@ import { sleep } from '#src/retry.ts';
 import { CAPTION_LIMIT, formatForTelegram, splitText, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { pollUpdates } from './polling.ts';
-import { createTelegramDraft } from './draft.ts';
+import { createTelegramDraft, EDIT_LIMITS } from './draft.ts';
 import { createChatThrottle } from './throttle.ts';
 
 export interface TelegramOptions {
@@ -192,7 +192,17 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
 
   const connector: Connector = {
     id: 'telegram',
-    capabilities: { buttons: true, edit: true, react: true, threads: true, typing: true, maxTextLength: TEXT_LIMIT },
+    capabilities: {
+      buttons: true,
+      edits: EDIT_LIMITS,
+      removeButtons: true,
+      react: true,
+      threads: true,
+      typing: true,
+      // No ephemeral messages in Telegram groups: what concerns one person is answered in the chat, to their message.
+      privateReplies: false,
+      maxTextLength: TEXT_LIMIT,
+    },
     ...(options.webhookUrl ? { webhook: { path: WEBHOOK_PATH, handle: handleWebhook } } : {}),
 
     async start(onInbound) {

@@ -72,7 +72,17 @@ export function createTerminalConnector(options: TerminalOptions): TerminalConne
     id: 'terminal',
     local: true,
     chats: [chat],
-    capabilities: { buttons: false, edit: true, react: false, threads: false, typing: interactive, maxTextLength: 1_000_000 },
+    capabilities: {
+      buttons: false,
+      // The screen is written once; an "edit" adds the outcome line, and a streamed answer grows as it is written.
+      edits: { perMinute: { dm: 6000, group: 6000 } },
+      removeButtons: true,
+      react: false,
+      threads: false,
+      typing: interactive,
+      privateReplies: true,
+      maxTextLength: 1_000_000,
+    },
 
     async start(onInbound: InboundHandler) {
       handler = onInbound;

@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type postgres from 'postgres';
-import type { Connector } from '#src/connector.ts';
+import type { Connector, SentMessage } from '#src/connector.ts';
+import { recordConversationThread } from '#src/db/conversation-threads.ts';
 import type { Queryable } from '#src/db/client.ts';
 import {
   claimPendingOutbound,
@@ -24,6 +25,11 @@ export interface Delivery {
    * this process when it runs the connector): the caller never waits on the platform (ingress, say).
    */
   deliver(request: OutboundDraft, options?: { later?: boolean }): Promise<DeliveryResult>;
+  /**
+   * Shows "typing…" in a chat: through its connector when it runs here, else by asking the process that runs it (a
+   * hint, never queued: a late one means nothing).
+   */
+  typing(target: { connector: string; chat: string; thread?: string }): Promise<void>;
   /** Sends what other processes queued for connectors running here, now and whenever notified. */
   startOutbox(): Promise<void>;
   stop(): Promise<void>;
@@ -49,8 +55,29 @@ export function createDelivery(deps: {
 }): Delivery {
   const { db, sql, connectors, log } = deps;
   let listener: { unlisten(): Promise<void> } | undefined;
+  let typingListener: { unlisten(): Promise<void> } | undefined;
   let sweep: NodeJS.Timeout | undefined;
   let draining: Promise<void> | undefined;
+
+  /** What the row asks of the platform: a message (its parts' ids and the thread it landed in), or a reaction. */
+  async function perform(row: OutboundRow, connector: Connector): Promise<SentMessage> {
+    if (row.kind === 'reaction') {
+      if (!connector.react || !connector.capabilities.react) throw new Error(`${row.connector} does not support reactions`);
+      if (!row.replyTo) throw new Error('a reaction needs the message it is set on');
+      await connector.react(row.chat, row.replyTo, row.text);
+      return { ids: [] };
+    }
+    return connector.send({
+      chat: row.chat,
+      thread: row.thread ?? undefined,
+      text: row.text,
+      replyTo: row.replyTo ?? undefined,
+      files: row.files ?? undefined,
+      buttons: row.buttons ?? undefined,
+      // Only a connector that can show it to them alone is told; elsewhere it goes to the chat, answering their message.
+      ...(row.privateTo && connector.capabilities.privateReplies ? { privateTo: row.privateTo } : {}),
+    });
+  }
 
   async function send(row: OutboundRow, connector: Connector): Promise<DeliveryResult> {
     let attempts = 0;
@@ -58,14 +85,7 @@ export function createDelivery(deps: {
       const sent = await withRetries(
         () => {
           attempts++;
-          return connector.send({
-            chat: row.chat,
-            thread: row.thread ?? undefined,
-            text: row.text,
-            replyTo: row.replyTo ?? undefined,
-            files: row.files ?? undefined,
-            buttons: row.buttons ?? undefined,
-          });
+          return perform(row, connector);
         },
         {
           deadlineMs: deps.sendDeadlineMs ?? 120_000,
@@ -74,10 +94,16 @@ export function createDelivery(deps: {
         },
       );
       await markOutboundSent(db, row.id, sent.ids, attempts);
-      return { status: 'sent' };
+      // A thread the connector opened for this reply: what people post in it continues the reply's conversation.
+      if (sent.thread && sent.thread !== row.thread && row.conversationId) {
+        await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: sent.thread, conversationId: row.conversationId }).catch((err: unknown) =>
+          log.warn({ err, conversation: row.conversationId }, 'the thread of a reply could not be recorded'),
+        );
+      }
+      return { status: 'sent', ids: sent.ids, ...(sent.thread ? { thread: sent.thread } : {}) };
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
-      log.error({ err, connector: row.connector, chat: row.chat, conversation: row.conversationId }, 'message could not be delivered');
+      log.error({ err, connector: row.connector, chat: row.chat, conversation: row.conversationId }, row.kind === 'reaction' ? 'reaction could not be set' : 'message could not be delivered');
       await markOutboundFailed(db, row.id, message, attempts);
       return { status: 'failed', error: message };
     }
@@ -154,10 +180,26 @@ export function createDelivery(deps: {
     await notify(db, CHANNELS.outbox, row.connector);
   }
 
+  /** The connector that serves this chat in this process, if one does. */
+  function localConnector(id: string, chat: string): Connector | undefined {
+    const local = connectors.get(id);
+    return local && (!local.chats || local.chats.includes(chat)) ? local : undefined;
+  }
+
+  async function showTyping(target: { connector: string; chat: string; thread?: string }) {
+    const connector = localConnector(target.connector, target.chat);
+    if (connector?.typing && connector.capabilities.typing) await connector.typing(target.chat, target.thread);
+  }
+
   return {
+    async typing(target) {
+      if (connectors.has(target.connector)) return showTyping(target);
+      if (!deps.knownConnectors().includes(target.connector)) return;
+      await notify(db, CHANNELS.typing, JSON.stringify({ connector: target.connector, chat: target.chat, thread: target.thread }));
+    },
     async deliver(request, options = {}) {
       const local = connectors.get(request.connector);
-      const connector = local && (!local.chats || local.chats.includes(request.chat)) ? local : undefined;
+      const connector = localConnector(request.connector, request.chat);
       if (!local && !deps.knownConnectors().includes(request.connector)) {
         return { status: 'failed', error: `no connector named "${request.connector}" is configured` };
       }
@@ -174,6 +216,16 @@ export function createDelivery(deps: {
       listener = await listen(sql, CHANNELS.outbox, (payload) => {
         if (connectors.has(payload)) scheduleDrain();
       });
+      typingListener = await listen(sql, CHANNELS.typing, (payload) => {
+        let target: { connector?: unknown; chat?: unknown; thread?: unknown };
+        try {
+          target = JSON.parse(payload) as typeof target;
+        } catch {
+          return;
+        }
+        if (typeof target.connector !== 'string' || typeof target.chat !== 'string' || !connectors.has(target.connector)) return;
+        void showTyping({ connector: target.connector, chat: target.chat, thread: typeof target.thread === 'string' ? target.thread : undefined }).catch(() => {});
+      });
       // The notification is a shortcut; the sweep catches anything queued while nobody listened.
       sweep = setInterval(scheduleDrain, 2000);
       sweep.unref();
@@ -183,6 +235,7 @@ export function createDelivery(deps: {
       stopped = true;
       clearInterval(sweep);
       await listener?.unlisten().catch(() => {});
+      await typingListener?.unlisten().catch(() => {});
       await draining;
     },
   };

@@ -1,4 +1,4 @@
-import type { Connector, ReplyDraft, SentMessage } from '#src/connector.ts';
+import type { Connector, DraftTarget, ReplyDraft, SentMessage } from '#src/connector.ts';
 import { stripInternalText } from './visible-text.ts';
 
 /** What a draft may show of a reply being written: never reasoning, markers, or the start of a tag not yet closed. */
@@ -25,7 +25,7 @@ export interface ReplyStream {
  * A user turn's answer as one message that grows while the model writes it. The core decides what may be shown
  * (internal text never is); the connector's draft paces the edits to the platform's limits.
  */
-export function createReplyStream(connector: Required<Pick<Connector, 'draft'>>, target: { chat: string; thread?: string; replyTo?: string }): ReplyStream {
+export function createReplyStream(connector: Required<Pick<Connector, 'draft'>>, target: DraftTarget): ReplyStream {
   let draft: ReplyDraft | undefined;
   let written = '';
   let lastShown = '';
@@ -41,9 +41,11 @@ export function createReplyStream(connector: Required<Pick<Connector, 'draft'>>,
       draft ??= connector.draft(target);
       draft.update(visible);
     },
-    shown: () => draft !== undefined,
+    // A draft a crashed run of the turn left is on screen already: whatever this run ends with goes into it.
+    shown: () => draft !== undefined || target.resume !== undefined,
     async finish(reply, suffix = '') {
-      if (!draft) return undefined;
+      if (!draft && target.resume === undefined) return undefined;
+      draft ??= connector.draft(target);
       const text = reply ?? (lastShown ? `${lastShown}${suffix}` : suffix.trim() || '…');
       return draft.finish(text);
     },

@@ -5,7 +5,7 @@ import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
-import { outboundForTurn, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
+import { outboundForTurn, outboundRowByKey, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
@@ -174,7 +174,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     try {
       // A /stop may have come between the turn's commit and now (or, for a resumed turn, before the restart).
       if (early.delete(turnId) || (started.resumed && (await isTurnCancelRequested(db, turnId)))) controller.abort('stop');
-      stream = replyStreamFor(persona, data, started.replyTo);
+      stream = await replyStreamFor(persona, data, started.replyTo, turnId, turnLog);
       const result = await execute(job, persona, started, controller.signal, turnLog, stream);
       if (result.status === 'cancelled' && controller.signal.reason === SHUTDOWN) {
         // The job goes back to its queue (keeping its place) and the turn continues where it stopped; a draft shown
@@ -202,12 +202,36 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  /** A user turn's answer streams into one message when the persona asks for it and the chat's connector can draft. */
-  function replyStreamFor(persona: Persona, data: TurnJobData, replyTo: string | undefined): ReplyStream | undefined {
+  /**
+   * A user turn's answer streams into one message when the persona asks for it and the chat's connector can draft.
+   * The draft's message is noted in the ledger when it first shows: a run of the turn after a crash writes on in it.
+   */
+  async function replyStreamFor(persona: Persona, data: TurnJobData, replyTo: string | undefined, turnId: string, log: Logger): Promise<ReplyStream | undefined> {
     if (!persona.tools.stream || data.kind !== 'user' || !data.origin) return undefined;
-    const connector = deps.connectors.get(data.origin.connector);
-    if (!connector?.draft || !connector.capabilities.edit || (connector.chats && !connector.chats.includes(data.origin.chat))) return undefined;
-    return createReplyStream(connector as Required<Pick<Connector, 'draft'>>, { chat: data.origin.chat, thread: data.origin.thread, replyTo });
+    const { origin } = data;
+    const connector = deps.connectors.get(origin.connector);
+    if (!connector?.draft || !connector.capabilities.edits || (connector.chats && !connector.chats.includes(origin.chat))) return undefined;
+    const key = `turn:${turnId}:draft`;
+    const earlier = await outboundRowByKey(db, key);
+    const resume = Array.isArray(earlier?.platformMessageIds) ? (earlier.platformMessageIds as string[])[0] : undefined;
+    return createReplyStream(connector as Required<Pick<Connector, 'draft'>>, {
+      chat: origin.chat,
+      thread: origin.thread,
+      replyTo,
+      resume,
+      onShown: (messageId) =>
+        void recordSentOutbound(db, {
+          dedupeKey: key,
+          kind: 'draft',
+          turnId,
+          conversationId: data.conversationId,
+          connector: origin.connector,
+          chat: origin.chat,
+          thread: origin.thread,
+          text: '',
+          platformMessageIds: [messageId],
+        }).catch((err: unknown) => log.warn({ err }, 'the draft message could not be noted')),
+    });
   }
 
   async function execute(job: TurnJob, persona: Persona, started: StartedTurn, signal: AbortSignal, log: Logger, stream?: ReplyStream): Promise<LoopResult> {
@@ -259,8 +283,20 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         const target = messageId ?? origin?.messageId;
         if (!origin || !target) throw new Error('there is no message to react to in this turn');
         const connector = deps.connectors.get(origin.connector);
-        if (!connector?.react || !connector.capabilities.react) throw new Error(`${origin.connector} does not support reactions`);
-        await connector.react(origin.chat, target, emoji);
+        if (connector && (!connector.react || !connector.capabilities.react)) throw new Error(`${origin.connector} does not support reactions`);
+        // Through the ledger, like a message: set once, by this process or by the one that runs the connector.
+        const result = await deps.delivery.deliver({
+          dedupeKey: `react:${turnId}:${target}:${emoji}`,
+          kind: 'reaction',
+          turnId,
+          conversationId: data.conversationId,
+          connector: origin.connector,
+          chat: origin.chat,
+          replyTo: target,
+          text: emoji,
+        });
+        if (result.status === 'failed') throw new Error(result.error ?? 'the reaction could not be set');
+        return result.status === 'queued' ? 'queued' : 'done';
       },
     };
     const system = buildSystemPrompt({
@@ -402,10 +438,12 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     });
   }
 
+  /** "typing…" while a user turn works, through the process that runs the chat's connector when it is not this one. */
   function startTyping(origin: Origin | undefined, kind: TurnKind): () => void {
-    const connector = origin && kind === 'user' ? deps.connectors.get(origin.connector) : undefined;
-    if (!origin || !connector?.typing || !connector.capabilities.typing) return () => {};
-    const tick = () => void connector.typing!(origin.chat, origin.thread).catch(() => {});
+    if (!origin || kind !== 'user') return () => {};
+    const connector = deps.connectors.get(origin.connector);
+    if (connector && (!connector.typing || !connector.capabilities.typing)) return () => {};
+    const tick = () => void deps.delivery.typing({ connector: origin.connector, chat: origin.chat, thread: origin.thread }).catch(() => {});
     tick();
     const timer = setInterval(tick, TYPING_REFRESH_MS);
     return () => clearInterval(timer);

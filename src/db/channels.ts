@@ -12,6 +12,8 @@ export const CHANNELS = {
   question: 'parlor_question',
   /** A /stop for a turn running in some process (payload: the turn id). */
   cancel: 'parlor_cancel',
+  /** Show "typing…" in a chat whose connector runs in another process (payload: JSON connector, chat, thread). */
+  typing: 'parlor_typing',
   /** Something falls due at the time in the payload (ISO 8601). */
   timer: 'parlor_timer',
 } as const;

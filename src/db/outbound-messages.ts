@@ -17,6 +17,13 @@ export interface OutboundDraft {
   text: string;
   files?: string[];
   buttons?: { label: string; data: string }[][];
+  /**
+   * `reaction`: set the emoji in `text` on the message `replyTo` instead of sending a message. `draft`: a note of
+   * the message a streamed reply is being written in (never sent from the ledger).
+   */
+  kind?: 'message' | 'reaction' | 'draft';
+  /** The one person a group message concerns (see `OutboundMessage.privateTo`). */
+  privateTo?: string;
 }
 
 /** Sessions of live processes: a row claimed by a session not in this list lost its sender. */
@@ -193,6 +200,7 @@ export async function sentMessageText(
         eq(outboundMessages.connector, where.connector),
         eq(outboundMessages.chat, where.chat),
         eq(outboundMessages.status, 'sent'),
+        eq(outboundMessages.kind, 'message'),
         sql`${outboundMessages.createdAt} > now() - make_interval(days => ${where.withinDays})`,
         sql`${outboundMessages.platformMessageIds} ? ${where.platformMessageId}`,
       ),
@@ -205,10 +213,18 @@ export async function sentMessageText(
 export async function outboundByKey(
   db: Queryable,
   dedupeKey: string,
-): Promise<{ connector: string; chat: string; status: string; ids: string[] } | undefined> {
+): Promise<{ connector: string; chat: string; status: string; ids: string[]; sentAt?: Date } | undefined> {
   const [row] = await db
-    .select({ connector: outboundMessages.connector, chat: outboundMessages.chat, ids: outboundMessages.platformMessageIds, status: outboundMessages.status })
+    .select({
+      connector: outboundMessages.connector,
+      chat: outboundMessages.chat,
+      ids: outboundMessages.platformMessageIds,
+      status: outboundMessages.status,
+      sentAt: outboundMessages.sentAt,
+    })
     .from(outboundMessages)
     .where(eq(outboundMessages.dedupeKey, dedupeKey));
-  return row && { connector: row.connector, chat: row.chat, status: row.status, ids: Array.isArray(row.ids) ? (row.ids as string[]) : [] };
+  return (
+    row && { connector: row.connector, chat: row.chat, status: row.status, ids: Array.isArray(row.ids) ? (row.ids as string[]) : [], sentAt: row.sentAt ?? undefined }
+  );
 }

@@ -1,4 +1,4 @@
-import { and, desc, eq, gt, inArray, isNull, lte, ne, sql } from 'drizzle-orm';
+import { and, desc, eq, gt, inArray, isNull, lte, ne, or, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
 import { questions, toolGrants } from './schema.ts';
 
@@ -123,7 +123,15 @@ export async function pendingQuestions(db: Queryable): Promise<QuestionRow[]> {
 }
 
 /** The newest open question shown in a chat (a typed reply there may answer it). */
-export async function openQuestionInChat(db: Queryable, chat: { connector: string; chat: string; thread?: string }): Promise<QuestionRow | undefined> {
+/**
+ * The newest open question shown in a chat (or thread). With `conversationId`, the thread is one the bot opened for
+ * that conversation's replies: a question it asked there (threaded on the message it answers) counts too.
+ */
+export async function openQuestionInChat(
+  db: Queryable,
+  chat: { connector: string; chat: string; thread?: string; conversationId?: string },
+): Promise<QuestionRow | undefined> {
+  const inThread = chat.thread ? eq(questions.thread, chat.thread) : isNull(questions.thread);
   const [row] = await db
     .select()
     .from(questions)
@@ -132,7 +140,7 @@ export async function openQuestionInChat(db: Queryable, chat: { connector: strin
         eq(questions.status, 'pending'),
         eq(questions.connector, chat.connector),
         eq(questions.chat, chat.chat),
-        chat.thread ? eq(questions.thread, chat.thread) : isNull(questions.thread),
+        chat.conversationId ? or(inThread, eq(questions.conversationId, chat.conversationId)) : inThread,
         gt(questions.expiresAt, sql`now()`),
       ),
     )

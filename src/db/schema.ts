@@ -110,6 +110,10 @@ export const outboundMessages = pgTable(
     files: jsonb('files').$type<string[]>(),
     /** Rows of buttons under the message (a question's choices). */
     buttons: jsonb('buttons').$type<{ label: string; data: string }[][]>(),
+    /** `message`, or `reaction`: the emoji in `text` set on the message `reply_to`. */
+    kind: text('kind').notNull().default('message'),
+    /** The one person a group message concerns (shown to them alone where the connector can). */
+    privateTo: text('private_to'),
     error: text('error'),
     createdAt: createdAt(),
     /** When a sender took the row ('sending'); a row left 'sending' long after that lost its sender. */
@@ -146,6 +150,22 @@ export const inboundFailures = pgTable(
     lastFailedAt: timestamp('last_failed_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.connector, t.externalId] })],
+);
+
+/**
+ * Threads a connector opened for the bot's replies (a mention answered in a thread on it): what is posted there
+ * belongs to the conversation the reply came from.
+ */
+export const conversationThreads = pgTable(
+  'conversation_threads',
+  {
+    connector: text('connector').notNull(),
+    chat: text('chat').notNull(),
+    thread: text('thread').notNull(),
+    conversationId: text('conversation_id').notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.connector, t.chat, t.thread] }), index('conversation_threads_created_idx').on(t.createdAt)],
 );
 
 /** When an unknown sender was last told how to get access, so they hear it at most once a day. */

@@ -14,8 +14,17 @@ export interface CommandContext {
   event: InboundEvent;
 }
 
+/** A command's answer; `personal` when it concerns only the sender (shown to them alone where the platform can). */
+export interface CommandReply {
+  text: string;
+  personal: boolean;
+}
+
+/** Commands whose answer concerns only whoever asked: the others change the conversation for everyone in it. */
+const PERSONAL_COMMANDS: readonly ControlCommand['name'][] = ['status', 'help'];
+
 export interface CommandHandler {
-  run(command: ControlCommand, ctx: CommandContext): Promise<string>;
+  run(command: ControlCommand, ctx: CommandContext): Promise<CommandReply>;
   /** What `/stop` does, without a reply: the running turn is stopped, or the waiting messages set aside. */
   stop(conversationId: string): Promise<'stopped' | { setAside: number } | 'idle'>;
 }
@@ -59,51 +68,55 @@ export function createCommandHandler(deps: {
 
   return {
     stop,
-    async run(command, { persona, conversationId, event }) {
-      if (SHARED_CONVERSATION_COMMANDS.includes(command.name) && !mayChangeConversation(persona, event)) {
-        return `Only the people I work for can use /${command.name} here.`;
+    async run(command, ctx) {
+      if (SHARED_CONVERSATION_COMMANDS.includes(command.name) && !mayChangeConversation(ctx.persona, ctx.event)) {
+        return { text: `Only the people I work for can use /${command.name} here.`, personal: true };
       }
-      await ensureConversation(db, {
-        id: conversationId,
-        persona: persona.name,
-        connector: event.connector,
-        chat: event.chat.id,
-        thread: event.chat.thread,
-      });
-      switch (command.name) {
-        case 'stop': {
-          const stopped = await stop(conversationId);
-          if (stopped === 'stopped') return 'Stopped.';
-          if (stopped === 'idle') return 'Nothing is running.';
-          return stopped.setAside === 1 ? 'Stopped: I will not answer that message.' : `Stopped: I will not answer those ${stopped.setAside} messages.`;
-        }
-        case 'new':
-          await resetConversationHistory(db, conversationId);
-          return 'Starting fresh: I will not see the earlier messages of this chat.';
-        case 'think': {
-          const conversation = await getConversation(db, conversationId);
-          const on = command.on ?? !conversation?.thinking;
-          await setConversationThinking(db, conversationId, on);
-          return on ? 'Thinking harder on every answer in this chat.' : 'Back to normal thinking.';
-        }
-        case 'status': {
-          const conversation = await getConversation(db, conversationId);
-          const [turn, inContext, usage] = await Promise.all([
-            runningTurn(db, conversationId),
-            countMessages(db, conversationId, conversation?.historyAfterId ?? 0),
-            conversationUsage(db, conversationId),
-          ]);
-          return [
-            `Persona: ${persona.name} · model ${persona.tools.model ?? deps.defaultModel}`,
-            `Conversation: ${conversationId}`,
-            turn ? `Working on a ${turn.kind} turn since ${turn.startedAt.toISOString()}` : 'Idle',
-            `Messages since the last /new: ${inContext} · turns: ${usage.turns} · tokens: ${usage.input} in, ${usage.output} out`,
-            `Thinking: ${conversation?.thinking || persona.tools.thinking ? 'on' : 'off'}`,
-          ].join('\n');
-        }
-        case 'help':
-          return HELP_TEXT;
-      }
+      return { text: await answer(command, ctx), personal: PERSONAL_COMMANDS.includes(command.name) };
     },
   };
+
+  async function answer(command: ControlCommand, { persona, conversationId, event }: CommandContext): Promise<string> {
+    await ensureConversation(db, {
+      id: conversationId,
+      persona: persona.name,
+      connector: event.connector,
+      chat: event.chat.id,
+      thread: event.chat.thread,
+    });
+    switch (command.name) {
+      case 'stop': {
+        const stopped = await stop(conversationId);
+        if (stopped === 'stopped') return 'Stopped.';
+        if (stopped === 'idle') return 'Nothing is running.';
+        return stopped.setAside === 1 ? 'Stopped: I will not answer that message.' : `Stopped: I will not answer those ${stopped.setAside} messages.`;
+      }
+      case 'new':
+        await resetConversationHistory(db, conversationId);
+        return 'Starting fresh: I will not see the earlier messages of this chat.';
+      case 'think': {
+        const conversation = await getConversation(db, conversationId);
+        const on = command.on ?? !conversation?.thinking;
+        await setConversationThinking(db, conversationId, on);
+        return on ? 'Thinking harder on every answer in this chat.' : 'Back to normal thinking.';
+      }
+      case 'status': {
+        const conversation = await getConversation(db, conversationId);
+        const [turn, inContext, usage] = await Promise.all([
+          runningTurn(db, conversationId),
+          countMessages(db, conversationId, conversation?.historyAfterId ?? 0),
+          conversationUsage(db, conversationId),
+        ]);
+        return [
+          `Persona: ${persona.name} · model ${persona.tools.model ?? deps.defaultModel}`,
+          `Conversation: ${conversationId}`,
+          turn ? `Working on a ${turn.kind} turn since ${turn.startedAt.toISOString()}` : 'Idle',
+          `Messages since the last /new: ${inContext} · turns: ${usage.turns} · tokens: ${usage.input} in, ${usage.output} out`,
+          `Thinking: ${conversation?.thinking || persona.tools.thinking ? 'on' : 'off'}`,
+        ].join('\n');
+      }
+      case 'help':
+        return HELP_TEXT;
+    }
+  }
 }

@@ -3,6 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
+import { conversationOfThread } from '#src/db/conversation-threads.ts';
 import { ensureConversation } from '#src/db/conversations.ts';
 import { recordInboundEvent } from '#src/db/inbound-events.ts';
 import { insertMessage } from '#src/db/messages.ts';
@@ -117,7 +118,12 @@ export function createIngress(deps: IngressDeps) {
       return deps.questions ? deps.questions.handleClick(event) : { status: 'click', notice: 'This button is no longer active.' };
     }
 
-    const route = routeInbound(deps.personas(), event);
+    // Posted in a thread the bot opened for a reply: it continues that reply's conversation.
+    const openedThread =
+      event.chat.type === 'group' && event.chat.thread
+        ? await conversationOfThread(db, { connector: event.connector, chat: event.chat.id, thread: event.chat.thread })
+        : undefined;
+    const route = routeInbound(deps.personas(), event, openedThread);
     if (route.kind === 'ignore') {
       log.debug({ reason: route.reason }, 'inbound ignored');
       return { status: 'ignored' };
@@ -147,14 +153,16 @@ export function createIngress(deps: IngressDeps) {
       const fresh = await recordInboundEvent(db, event.connector, event.externalId);
       if (!fresh) return { status: 'duplicate', conversationId };
       const reply = await deps.commands.run(command, { persona, conversationId, event });
+      const group = event.chat.type === 'group';
       await deps.delivery.deliver({
         dedupeKey: `command:${event.connector}:${event.externalId}`,
         conversationId,
         connector: event.connector,
         chat: event.chat.id,
         thread: event.chat.thread,
-        replyTo: event.chat.type === 'group' ? event.messageId : undefined,
-        text: reply,
+        replyTo: group ? event.messageId : undefined,
+        text: reply.text,
+        ...(group && reply.personal ? { privateTo: event.sender.id } : {}),
         // Written to the outbox, not sent here: the update loop never waits on a chat's rate limit.
       }, { later: true });
       return { status: 'command', conversationId };
@@ -162,7 +170,7 @@ export function createIngress(deps: IngressDeps) {
 
     if (deps.questions && event.kind === 'message') {
       // A reply in a chat with an open question may be its answer.
-      const answered = await deps.questions.answerTyped(event, deps.connectors?.get(event.connector)?.capabilities.buttons ?? true);
+      const answered = await deps.questions.answerTyped(event, deps.connectors?.get(event.connector)?.capabilities.buttons ?? true, openedThread);
       if (answered) return answered;
     }
     // Files are fetched once the message is committed (see below), never while the platform waits for an answer.

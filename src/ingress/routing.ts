@@ -1,6 +1,6 @@
 import type { InboundEvent } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
-import { chatConversationId } from '#src/conversation-id.ts';
+import { chatConversationId, parseConversationId } from '#src/conversation-id.ts';
 
 export type RouteDecision =
   | { kind: 'conversation'; persona: Persona; conversationId: string }
@@ -8,8 +8,12 @@ export type RouteDecision =
   | { kind: 'ignore'; reason: string };
 
 
-/** Picks the persona and conversation for an event, or says why nobody answers it. */
-export function routeInbound(personas: readonly Persona[], event: InboundEvent): RouteDecision {
+/**
+ * Picks the persona and conversation for an event, or says why nobody answers it. `openedThread` is the
+ * conversation of the thread the event was posted in, when the bot opened that thread for one of its replies: what
+ * is posted there continues that conversation, and speaks to the bot without a mention.
+ */
+export function routeInbound(personas: readonly Persona[], event: InboundEvent, openedThread?: string): RouteDecision {
   const { connector, chat, sender } = event;
   const conversation = (persona: Persona): RouteDecision => ({
     kind: 'conversation',
@@ -38,6 +42,8 @@ export function routeInbound(personas: readonly Persona[], event: InboundEvent):
   );
   if (owners.length === 0) return { kind: 'ignore', reason: 'channel not owned by any persona' };
   const owner = owners.find((o) => o.persona.isDefault) ?? owners[0];
+  const threadOwner = openedThread ? owners.find((o) => parseConversationId(openedThread)?.persona === o.persona.name) : undefined;
+  if (threadOwner && openedThread) return { kind: 'conversation', persona: threadOwner.persona, conversationId: openedThread };
   // A reaction is checked against the bot's own messages instead (see the ingress).
   if (owner.channel.mention && event.kind !== 'reaction' && !event.mentioned && !event.replyToBot) {
     return { kind: 'ignore', reason: 'not mentioned' };

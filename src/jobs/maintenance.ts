@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { Delivery } from '#src/agent/delivery.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
+import { pruneConversationThreads } from '#src/db/conversation-threads.ts';
 import { pruneFreshCronConversations } from '#src/db/conversations.ts';
 import { pruneInboundEvents } from '#src/db/inbound-events.ts';
 import { pruneInboundFailures } from '#src/db/inbound-failures.ts';
@@ -17,6 +18,8 @@ import { backgroundFailureWarning, type TurnJobData } from '#src/turns.ts';
 
 const INBOUND_RETENTION_MS = 14 * 24 * 3600_000;
 const OUTBOUND_RETENTION_MS = 30 * 24 * 3600_000;
+/** A thread the bot opened stays part of its conversation this long (later, what is posted there starts a new one). */
+const THREAD_RETENTION_MS = 90 * 24 * 3600_000;
 /** A turn 'running' this long with no live job behind it was lost with its process. */
 const LOST_TURN_SECONDS = 600;
 
@@ -92,6 +95,7 @@ export function startMaintenance(deps: {
       await pruneReminders(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneQuestions(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneFreshCronConversations(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
+      await pruneConversationThreads(db, new Date(Date.now() - THREAD_RETENTION_MS));
     } catch (err) {
       deps.log.warn({ err }, 'maintenance step failed');
     }

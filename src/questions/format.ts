@@ -85,6 +85,11 @@ export function buttonsLine(row: Pick<QuestionRow, 'id' | 'text'>): string {
 
 /** The question's message once it is resolved: what was asked (a long one: its first line), and what came of it. */
 export function closedText(row: QuestionRow): string {
+  return `${row.text.length > LONG_QUESTION ? buttonsLine(row) : row.text}\n\n${outcomeLine(row)}`;
+}
+
+/** How a question ended, in one line: `✅ Allowed once by …`, `⌛ Expired: …`. */
+export function outcomeLine(row: QuestionRow): string {
   let outcome: string;
   if (row.status === 'answered') {
     const by = row.answeredVia === 'api' ? 'via the API' : `by ${row.answeredBy}`;
@@ -97,7 +102,7 @@ export function closedText(row: QuestionRow): string {
     const what = row.kind === 'approval' ? ` — ${(row.data as { tool?: string } | null)?.tool ?? 'the tool'} did not run` : '';
     outcome = `⌛ Expired: ${row.expiredReason ?? 'no answer in time'}${what}`;
   }
-  return `${row.text.length > LONG_QUESTION ? buttonsLine(row) : row.text}\n\n${outcome}`;
+  return outcome;
 }
 
 export function view(row: QuestionRow): QuestionView {

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
-import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
+import { canEdit, type Connector, type InboundEvent, type IngressResult } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
 import { getConversation } from '#src/db/conversations.ts';
@@ -32,7 +32,7 @@ import type { JobSystem } from '#src/jobs/boss.ts';
 import { withRetries } from '#src/retry.ts';
 import type { ChoiceSpec, RemoteMethodRequest } from '#src/tools/types.ts';
 import { decodeChoice, encodeChoice, newQuestionId, shortQuestionId } from './codec.ts';
-import { buttonsLine, closedNotice, closedText, INACTIVE, LONG_QUESTION, normalizeChoices, pickChoice, questionText, view, who, type QuestionView } from './format.ts';
+import { buttonsLine, closedNotice, closedText, INACTIVE, outcomeLine, LONG_QUESTION, normalizeChoices, pickChoice, questionText, view, who, type QuestionView } from './format.ts';
 import { createApprovalGate } from './approvals.ts';
 import { answerForResult, mayAnswerByTyping, mayAnswerClick } from './permissions.ts';
 import { summarizeArgs } from './summary.ts';
@@ -114,9 +114,13 @@ export function createQuestions(deps: QuestionsDeps) {
     return pending;
   }
 
+  /**
+   * Where the connector can still edit the question's message, its outcome replaces the buttons; where it cannot
+   * (no edits, or past the platform's edit window), the outcome is posted as a reply to it.
+   */
   async function closeMessage(id: string) {
     const candidate = await getQuestion(db, id);
-    if (!candidate?.connector || !candidate.chat || !localConnector(candidate.connector, candidate.chat)?.edit) return;
+    if (!candidate?.connector || !candidate.chat || !localConnector(candidate.connector, candidate.chat)) return;
     const sent = await outboundByKey(db, `question:${id}`);
     // Still on its way: it is updated once it is out (the sweep comes back to it).
     if (sent && (sent.status === 'pending' || sent.status === 'sending')) return;
@@ -124,8 +128,23 @@ export function createQuestions(deps: QuestionsDeps) {
     // Never sent: no buttons are shown anywhere, so there is nothing to update.
     if (!row || sent?.status !== 'sent' || !sent.ids.length) return;
     const connector = localConnector(sent.connector, sent.chat)!;
+    const messageId = sent.ids[sent.ids.length - 1];
+    const editable = connector.edit && connector.capabilities.removeButtons && canEdit(connector.capabilities, sent.sentAt);
     try {
-      await withRetries(() => connector.edit!(sent.chat, sent.ids[sent.ids.length - 1], closedText(row)), { deadlineMs: 60_000 });
+      if (editable) {
+        await withRetries(() => connector.edit!(sent.chat, messageId, closedText(row)), { deadlineMs: 60_000 });
+        return;
+      }
+      const posted = await deps.delivery.deliver({
+        dedupeKey: `question:${id}:outcome`,
+        conversationId: row.conversationId,
+        connector: sent.connector,
+        chat: sent.chat,
+        thread: row.thread ?? undefined,
+        replyTo: messageId,
+        text: `Q#${shortQuestionId(row.id)}: ${outcomeLine(row)}`,
+      });
+      if (posted.status === 'failed') throw new Error(posted.error);
     } catch (err) {
       log.warn({ err, question: id }, 'could not update the question message; trying again later');
       await reopenQuestionClose(db, id);
@@ -333,7 +352,8 @@ export function createQuestions(deps: QuestionsDeps) {
           origin: {
             connector: conversation.connector,
             chat: conversation.chat,
-            thread: conversation.thread ?? undefined,
+            // Where it was asked: a thread the bot opened for the conversation's replies, say.
+            thread: (row.connector === conversation.connector && row.chat === conversation.chat ? row.thread : undefined) ?? conversation.thread ?? undefined,
             ...(from && from.connector === conversation.connector && from.chat.id === conversation.chat
               ? { chatType: from.chat.type, sender: `${from.connector}:${from.sender.id}`, ...(from.trusted ? { trusted: true } : {}) }
               : {}),
@@ -369,11 +389,12 @@ export function createQuestions(deps: QuestionsDeps) {
    * A message in a chat with an open question may be its answer: any text for `ask_user` and choice-less
    * remote methods; a choice's number or label where the connector shows no buttons (the terminal).
    */
-  async function answerTyped(event: InboundEvent, buttonsShown: boolean): Promise<IngressResult | undefined> {
+  /** `openedThread`: the conversation of the thread the reply was posted in, when the bot opened that thread. */
+  async function answerTyped(event: InboundEvent, buttonsShown: boolean, openedThread?: string): Promise<IngressResult | undefined> {
     const text = event.text.trim();
     // Commands stay commands, and a message with files is a message.
     if (!text || text.startsWith('/') || event.attachments?.length) return undefined;
-    const row = await openQuestionInChat(db, { connector: event.connector, chat: event.chat.id, thread: event.chat.thread });
+    const row = await openQuestionInChat(db, { connector: event.connector, chat: event.chat.id, thread: event.chat.thread, conversationId: openedThread });
     if (!row || !mayAnswerTyped(row, event)) return undefined;
     const picked = pickChoice(row.choices, text);
     let answer: QuestionAnswer | undefined;

@@ -26,7 +26,8 @@ export interface ToolContext {
   /** Where a scheduled turn's `reply_to_origin` delivers: the captured target, else the origin chat. */
   replyTarget?: DeliveryTarget;
   /** Reacts with an emoji to a message in the turn's chat (the triggering message when none is named). */
-  react(emoji: string, messageId?: string): Promise<void>;
+  /** Sets a reaction (Unicode emoji): `done`, or `queued` for the process that runs the chat's connector. */
+  react(emoji: string, messageId?: string): Promise<'done' | 'queued'>;
 }
 
 /** A choice offered to a person: its label, and the value the tool receives (the label when absent). */

@@ -31,7 +31,7 @@ function timingConnector() {
   let seq = 0;
   const connector: Connector = {
     id: 'bench',
-    capabilities: { buttons: false, edit: false, react: false, threads: false, typing: false, maxTextLength: 4096 },
+    capabilities: { buttons: false, removeButtons: false, react: false, threads: false, typing: false, privateReplies: false, maxTextLength: 4096 },
     async start(handler) {
       onInbound = handler;
     },

@@ -35,7 +35,7 @@ const CAP = 1000;
 
 const connector: Connector = {
   id: 'chat',
-  capabilities: { buttons: false, edit: false, react: false, threads: false, typing: false, maxTextLength: 4096 },
+  capabilities: { buttons: false, removeButtons: false, react: false, threads: false, typing: false, privateReplies: false, maxTextLength: 4096 },
   async start() {},
   async stop() {},
   async send() {
@@ -87,7 +87,7 @@ beforeAll(async () => {
     jobs: { enqueueTurn: async () => randomUUID() },
     personas: () => [persona],
     delivery: { deliver: async () => ({ status: 'sent' }) } as unknown as Delivery,
-    commands: { run: async () => '', stop: async () => 'idle' } as CommandHandler,
+    commands: { run: async () => ({ text: '', personal: false }), stop: async () => 'idle' } as CommandHandler,
     log: pino({ level: 'silent' }),
     connectors: new Map([['chat', connector]]),
     uploadCapBytes: CAP,

@@ -19,7 +19,7 @@ const draft = (key: string) => ({ dedupeKey: key, connector: 'chat', chat: 'u1',
 
 describe('the outbound ledger', () => {
   it('sends a key once, however often it is delivered', async () => {
-    expect(await h.app.delivery.deliver(draft('once'))).toEqual({ status: 'sent' });
+    expect(await h.app.delivery.deliver(draft('once'))).toMatchObject({ status: 'sent' });
     expect(await h.app.delivery.deliver(draft('once'))).toEqual({ status: 'duplicate' });
     expect(h.chat.sent).toHaveLength(1);
   });
@@ -27,7 +27,7 @@ describe('the outbound ledger', () => {
   it('lets a later attempt send a message whose earlier attempt failed for good', async () => {
     h.chat.failNext(1, new PlatformError({ platform: 'chat', method: 'send', status: 400, message: 'bad request' }));
     expect(await h.app.delivery.deliver(draft('retry-later'))).toMatchObject({ status: 'failed', error: expect.stringContaining('bad request') });
-    expect(await h.app.delivery.deliver(draft('retry-later'))).toEqual({ status: 'sent' });
+    expect(await h.app.delivery.deliver(draft('retry-later'))).toMatchObject({ status: 'sent' });
     expect(h.chat.sent.map((m) => m.text)).toEqual(['message retry-later']);
   });
 
@@ -38,7 +38,7 @@ describe('the outbound ledger', () => {
     const key = `orphan-${age.replace(' ', '-')}`;
     await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
                       values (${key}, 'chat', 'u1', ${`message ${key}`}, 'sending', now() - ${age}::interval, 'parlor:1:dead')`);
-    expect(await h.app.delivery.deliver(draft(key))).toEqual({ status: 'sent' });
+    expect(await h.app.delivery.deliver(draft(key))).toMatchObject({ status: 'sent' });
     expect(await h.app.delivery.deliver(draft(key))).toEqual({ status: 'duplicate' });
     expect(h.chat.sent.map((m) => m.text)).toEqual([`message ${key}`]);
     const [row] = await h.query<{ status: string; claimed_by: string }>(sql`select status, claimed_by from outbound_messages where dedupe_key = ${key}`);

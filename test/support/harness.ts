@@ -8,7 +8,7 @@ import { parseSettings } from '../../src/config/env.ts';
 import type { Connector } from '../../src/connector.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { startFakeLlm, type FakeLlm } from './fake-llm.ts';
-import { createRecordingConnector, type RecordingConnector } from './recording-connector.ts';
+import { createRecordingConnector, type RecordingConnector, type RecordingOptions } from './recording-connector.ts';
 
 export interface PersonaFiles {
   soul?: string;
@@ -64,6 +64,8 @@ export async function startHarness(
     app?: Partial<AppOptions>;
     env?: Record<string, string>;
     provider?: 'openai' | 'anthropic';
+    /** How the recording connector behaves (its capabilities, whether it opens threads). */
+    connector?: RecordingOptions;
   } = {},
 ): Promise<Harness> {
   const db = await createTestDatabase();
@@ -80,7 +82,7 @@ export async function startHarness(
     ...options.env,
   });
   const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
-  const chat = createRecordingConnector('chat');
+  const chat = createRecordingConnector('chat', options.connector);
   const base: AppOptions = { settings, log, worker: true, modelRetryDeadlineMs: 1500, connectors: () => [chat] };
   const app = await startApp({ ...base, ...options.app });
   const peers: App[] = [];

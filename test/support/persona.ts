@@ -79,6 +79,7 @@ export function makeToolContext(
     reactions,
     async react(emoji, messageId) {
       reactions.push({ emoji, messageId });
+      return 'done' as const;
     },
   };
 }

@@ -1,7 +1,10 @@
-import type { Connector, InboundEvent, InboundHandler, IngressResult, OutboundMessage } from '../../src/connector.ts';
+import type { Connector, ConnectorCapabilities, InboundEvent, InboundHandler, IngressResult, OutboundMessage } from '../../src/connector.ts';
 
 export interface RecordingConnector extends Connector {
   sent: OutboundMessage[];
+  /** Reactions set, and "typing…" shown, in order. */
+  reactions: { chat: string; messageId: string; emoji: string }[];
+  typings: { chat: string; thread?: string }[];
   /** Messages edited (a question's outcome), in order. */
   edits: { chat: string; messageId: string; text: string }[];
   waitForEdits(n: number, timeoutMs?: number): Promise<{ chat: string; messageId: string; text: string }[]>;
@@ -15,17 +18,45 @@ export interface RecordingConnector extends Connector {
 let seq = 0;
 
 /** A connector that records what the core sends and lets a test play the platform. */
-export function createRecordingConnector(id = 'chat', options: { typing?: boolean; buttons?: boolean } = {}): RecordingConnector {
+export interface RecordingOptions {
+  typing?: boolean;
+  buttons?: boolean;
+  capabilities?: Partial<ConnectorCapabilities>;
+  /** Like Slack: a reply to a group message outside a thread opens a thread on that message (named after it). */
+  opensThreads?: boolean;
+}
+
+export function createRecordingConnector(id = 'chat', options: RecordingOptions = {}): RecordingConnector {
   const edits: RecordingConnector['edits'] = [];
+  const reactions: RecordingConnector['reactions'] = [];
+  const typings: RecordingConnector['typings'] = [];
   let handler: InboundHandler | undefined;
   const sent: OutboundMessage[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
   let failures: { count: number; error: Error } | undefined;
   return {
     id,
-    capabilities: { buttons: options.buttons ?? false, edit: true, react: false, threads: true, typing: options.typing ?? false, maxTextLength: 4096 },
+    capabilities: {
+      buttons: options.buttons ?? false,
+      edits: { perMinute: { dm: 60, group: 20 } },
+      removeButtons: true,
+      react: false,
+      threads: true,
+      typing: options.typing ?? false,
+      privateReplies: false,
+      maxTextLength: 4096,
+      ...options.capabilities,
+    },
     sent,
     edits,
+    reactions,
+    typings,
+    async react(chat, messageId, emoji) {
+      reactions.push({ chat, messageId, emoji });
+    },
+    async typing(chat, thread) {
+      typings.push({ chat, ...(thread ? { thread } : {}) });
+    },
     async edit(chat, messageId, text) {
       edits.push({ chat, messageId, text });
     },
@@ -48,9 +79,10 @@ export function createRecordingConnector(id = 'chat', options: { typing?: boolea
         failures.count--;
         throw failures.error;
       }
-      sent.push(message);
+      const opened = options.opensThreads && !message.thread && message.replyTo && message.chat.startsWith('g') ? `t-${message.replyTo}` : undefined;
+      sent.push(opened ? { ...message, thread: opened } : message);
       for (const w of [...waiters]) if (sent.length >= w.n) w.resolve();
-      return { ids: [`out-${sent.length}`] };
+      return { ids: [`out-${sent.length}`], ...(opened ? { thread: opened } : {}) };
     },
     async inject(partial) {
       if (!handler) throw new Error('connector not started');
