@@ -29,6 +29,8 @@ export interface DriverCapabilities {
   markup: boolean;
   /** A group answer quotes the message it answers. */
   replyReferences: boolean;
+  /** A message in a group can be shown to one person alone. */
+  privateReplies: boolean;
   /** Longest message the platform shows. */
   maxTextLength: number;
   /** How soon the platform needs an event (a click above all) acknowledged. */
@@ -59,6 +61,8 @@ export interface BotMessage {
   replyTo?: string;
   /** The thread it is in. */
   thread?: string;
+  /** Shown to this person alone (a private reply in a group). */
+  visibleTo?: Person;
   /** How many times it was written: 1, plus each edit (or each piece of a streamed answer written in place). */
   revisions: number;
 }

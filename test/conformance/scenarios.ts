@@ -166,6 +166,22 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: '/status in a group is shown to the sender alone where the platform can, else it answers their message',
+    applies: (c) => c.groups && c.otherPeople,
+    async run(d) {
+      const asked = await d.post('team', '/status', { mention: true, from: 'helper' });
+      const status = await waitForMessage(d, 'team', /^Persona: /);
+      if (d.capabilities.privateReplies) expect(status.visibleTo).toBe('helper');
+      else {
+        expect(status.visibleTo).toBeUndefined();
+        if (d.capabilities.replyReferences) expect(status.replyTo).toBe(asked.id);
+      }
+      await d.idle('team');
+      expect(d.sent('team')).toHaveLength(1);
+      expect(d.model.requests).toHaveLength(0);
+    },
+  },
+  {
     name: 'a 10,000-character answer arrives whole, in parts under the platform limit, in order',
     async run(d) {
       const long = Array.from({ length: 100 }, (_, i) => `Paragraph ${String(i).padStart(3, '0')}: ${'lorem ipsum '.repeat(7).trim()}.`).join('\n\n');

@@ -128,6 +128,26 @@ export function createTelegramDriver(): PlatformDriver {
     return out;
   }
 
+  async function postUpdate(chat: 'team' | 'unlisted', text: string, entities: { type: string; offset: number; length: number }[], options: PostOptions): Promise<PostedMessage> {
+    const group = GROUPS[chat];
+    const message = {
+      message_id: ++nextMessage,
+      date: Math.floor(Date.now() / 1000),
+      chat: group,
+      from: PEOPLE[options.from ?? 'owner'],
+      text,
+      ...(entities.length ? { entities } : {}),
+      ...(options.thread ? { message_thread_id: TOPIC, is_topic_message: true } : {}),
+      ...(options.replyTo
+        ? { reply_to_message: { message_id: Number(options.replyTo.id), date: 0, chat: group, from: BOT, text: options.replyTo.text } }
+        : {}),
+    };
+    const update = { update_id: ++nextUpdate, message };
+    track(group.id, options.thread ? TOPIC : undefined);
+    await deliver(update, 'message');
+    return { id: String(message.message_id), chat, thread: options.thread ? String(TOPIC) : undefined, event: update };
+  }
+
   const driver: PlatformDriver = {
     name: 'telegram',
     capabilities: {
@@ -139,6 +159,7 @@ export function createTelegramDriver(): PlatformDriver {
       mentionEveryone: false,
       markup: true,
       replyReferences: true,
+      privateReplies: false,
       maxTextLength: 4096,
       // Telegram sets no hard limit, but the clicker's client spins until the answer: it must come at once.
       ackDeadlineMs: 3000,
@@ -201,25 +222,15 @@ export function createTelegramDriver(): PlatformDriver {
 
     async post(chat, text, options: PostOptions = {}) {
       if (options.mentionEveryone) throw new Error('Telegram has no @everyone mention');
-      const group = GROUPS[chat];
+      // A command is addressed to the bot by its name after it (`/status@bot`); anything else by an @mention.
+      const command = /^\/\w+/.exec(text)?.[0];
+      if (command && options.mention) {
+        const addressed = `${command}@${BOT.username}`;
+        return postUpdate(chat, `${addressed}${text.slice(command.length)}`, [{ type: 'bot_command', offset: 0, length: addressed.length }], options);
+      }
       const handle = options.mention ? `@${BOT.username}` : options.mentionOther ? '@someone_else' : undefined;
       const body = handle ? `${handle} ${text}` : text;
-      const message = {
-        message_id: ++nextMessage,
-        date: Math.floor(Date.now() / 1000),
-        chat: group,
-        from: PEOPLE[options.from ?? 'owner'],
-        text: body,
-        ...(handle ? { entities: [{ type: 'mention', offset: 0, length: handle.length }] } : {}),
-        ...(options.thread ? { message_thread_id: TOPIC, is_topic_message: true } : {}),
-        ...(options.replyTo
-          ? { reply_to_message: { message_id: Number(options.replyTo.id), date: 0, chat: group, from: BOT, text: options.replyTo.text } }
-          : {}),
-      };
-      const update = { update_id: ++nextUpdate, message };
-      track(group.id, options.thread ? TOPIC : undefined);
-      await deliver(update, 'message');
-      return { id: String(message.message_id), chat, thread: options.thread ? String(TOPIC) : undefined, event: update };
+      return postUpdate(chat, body, handle ? [{ type: 'mention', offset: 0, length: handle.length }] : [], options);
     },
 
     async click(message, label, as = 'owner'): Promise<ClickResult> {

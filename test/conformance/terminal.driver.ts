@@ -137,6 +137,7 @@ export function createTerminalDriver(): PlatformDriver {
       mentionEveryone: false,
       markup: false,
       replyReferences: false,
+      privateReplies: false,
       maxTextLength: 1_000_000,
       ackDeadlineMs: 3000,
     },
