@@ -121,8 +121,10 @@ export interface SentMessage {
   /** Platform ids of the message parts, in order (long text is split). */
   ids: string[];
   /**
-   * The thread the message landed in, when the connector opened one for it (a mention answered in a thread on it):
-   * follow-ups posted in that thread belong to the conversation the message came from.
+   * The thread the message landed in, where the platform answers in threads (a mention answered in a thread on it,
+   * or in the thread it came from): that thread becomes the persona's, and what people post in it belongs to the
+   * conversation the message came from, without a new mention. Telegram's topics are not reported: there a mention
+   * is still needed.
    */
   thread?: string;
 }

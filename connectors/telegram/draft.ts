@@ -46,9 +46,11 @@ export function createTelegramDraft(deps: {
   async function show(text: string): Promise<void> {
     const [part] = formatForTelegram(fit(text));
     if (!part) return;
+    lastEdit = Date.now();
     try {
       if (messageId === undefined) {
         await deps.take(target.chat);
+        lastEdit = Date.now();
         const sent = await sendPart(part, {
           ...common(),
           ...(target.replyTo ? { reply_parameters: { message_id: Number(target.replyTo), allow_sending_without_reply: true } } : {}),
@@ -94,17 +96,25 @@ export function createTelegramDraft(deps: {
     }
   }
 
+  /** How long until the next frame may go: the first at once, every later one an interval after the last began. */
+  const untilNext = () => (lastEdit === 0 ? 0 : Math.max(0, lastEdit + interval - Date.now(), holdUntil - Date.now()));
+
   function schedule() {
     if (finished || timer) return;
-    const wait = messageId === undefined ? 0 : Math.max(0, lastEdit + interval - Date.now(), holdUntil - Date.now());
     timer = setTimeout(() => {
       timer = undefined;
-      const text = latest;
-      if (text === shown || finished) return;
-      chain = chain.then(() => show(text)).then(() => {
-        if (latest !== shown) schedule();
-      });
-    }, wait);
+      if (latest === shown || finished) return;
+      chain = chain
+        .then(async () => {
+          // The frame before may have gone late (the first message waits its turn in the chat): pace from it.
+          const wait = untilNext();
+          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+          if (!finished && latest !== shown) await show(latest);
+        })
+        .then(() => {
+          if (latest !== shown) schedule();
+        });
+    }, untilNext());
   }
 
   return {

@@ -94,8 +94,9 @@ export function createDelivery(deps: {
         },
       );
       await markOutboundSent(db, row.id, sent.ids, attempts);
-      // A thread the connector opened for this reply: what people post in it continues the reply's conversation.
-      if (sent.thread && sent.thread !== row.thread && row.conversationId) {
+      // The thread the reply landed in is the persona's: what people post in it continues the reply's conversation
+      // (without a new mention), whether the connector opened it for the reply or the conversation began in it.
+      if (sent.thread && row.conversationId) {
         await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: sent.thread, conversationId: row.conversationId }).catch((err: unknown) =>
           log.warn({ err, conversation: row.conversationId }, 'the thread of a reply could not be recorded'),
         );
