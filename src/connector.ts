@@ -144,13 +144,16 @@ export interface Connector {
   start(onInbound: InboundHandler): Promise<void>;
   stop(): Promise<void>;
   send(message: OutboundMessage): Promise<SentMessage>;
-  /** Replaces a sent message's text and removes its buttons (a question once it is answered or expired). */
-  edit?(chat: string, messageId: string, text: string): Promise<void>;
+  /**
+   * Replaces a sent message's text and removes its buttons (a question once it is answered or expired). `thread` is
+   * the thread the message was sent in, for platforms whose threads keep their messages apart (Discord).
+   */
+  edit?(chat: string, messageId: string, text: string, thread?: string): Promise<void>;
   /**
    * Sets the bot's reaction on a message. `emoji` is Unicode (`👍`); the connector maps it to its platform's form and
-   * throws a PlatformError naming what is wrong (an emoji the platform does not allow...).
+   * throws a PlatformError naming what is wrong (an emoji the platform does not allow...). `thread`: as for `edit`.
    */
-  react?(chat: string, messageId: string, emoji: string): Promise<void>;
+  react?(chat: string, messageId: string, emoji: string, thread?: string): Promise<void>;
   /** Saves an inbound attachment into `directory`, a folder of Parlor's own (the core moves it into the workspace); returns the file's path, directly in `directory`. */
   download?(attachment: Attachment, directory: string): Promise<string>;
   typing?(chat: string, thread?: string): Promise<void>;

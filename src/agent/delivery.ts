@@ -64,7 +64,7 @@ export function createDelivery(deps: {
     if (row.kind === 'reaction') {
       if (!connector.react || !connector.capabilities.react) throw new Error(`${row.connector} does not support reactions`);
       if (!row.replyTo) throw new Error('a reaction needs the message it is set on');
-      await connector.react(row.chat, row.replyTo, row.text);
+      await connector.react(row.chat, row.replyTo, row.text, row.thread ?? undefined);
       return { ids: [] };
     }
     return connector.send({

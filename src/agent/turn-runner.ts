@@ -292,6 +292,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
           conversationId: data.conversationId,
           connector: origin.connector,
           chat: origin.chat,
+          thread: origin.thread,
           replyTo: target,
           text: emoji,
         });

@@ -132,7 +132,7 @@ export function createQuestions(deps: QuestionsDeps) {
     const editable = connector.edit && connector.capabilities.removeButtons && canEdit(connector.capabilities, sent.sentAt);
     try {
       if (editable) {
-        await withRetries(() => connector.edit!(sent.chat, messageId, closedText(row)), { deadlineMs: 60_000 });
+        await withRetries(() => connector.edit!(sent.chat, messageId, closedText(row), row.thread ?? undefined), { deadlineMs: 60_000 });
         return;
       }
       const posted = await deps.delivery.deliver({
