@@ -85,6 +85,8 @@ export interface ConformanceApp {
 export async function startConformanceApp(options: {
   places: PersonaPlaces;
   connectors: (app: () => App) => Connector[];
+  /** Serve Parlor's HTTP server on a free port (`app.http.port`): for connectors that receive by webhook. */
+  http?: boolean;
 }): Promise<ConformanceApp> {
   const model = await startFakeLlm();
   let db: TestDatabase | undefined;
@@ -104,6 +106,7 @@ export async function startConformanceApp(options: {
       LLM_BASE_URL: model.openaiBaseUrl,
       LLM_MODEL: 'fake-model',
       PARLOR_PERSONAS_DIR: personasDir,
+      ...(options.http ? { PARLOR_HTTP_PORT: '0' } : {}),
     });
     const log = pino({ level: process.env.TEST_LOG_LEVEL ?? 'silent' });
     const { tools, state } = conformanceTools();
@@ -113,6 +116,7 @@ export async function startConformanceApp(options: {
       tools,
       questionSweepMs: 200,
       modelRetryDeadlineMs: 1500,
+      http: options.http,
       connectors: () =>
         options.connectors(() => {
           if (!app) throw new Error('the app is not started yet');

@@ -19,6 +19,8 @@ export interface DriverCapabilities {
   groups: boolean;
   /** Threads (or topics) inside a group, each answered in place. */
   threads: boolean;
+  /** A mention outside a thread is answered in a thread opened on the mentioned message (Slack). */
+  mentionOpensThread?: boolean;
   /** The bot updates a message in place (a question's outcome replaces its buttons). */
   edits: boolean;
   /** People other than the owner can write to the bot (strangers, other users). */

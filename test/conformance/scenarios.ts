@@ -101,7 +101,8 @@ export const SCENARIOS: Scenario[] = [
       const asked = await d.post('team', 'what is up', { mention: true });
       const reply = await waitForMessage(d, 'team', /what is up/);
       if (d.capabilities.replyReferences) expect(reply.replyTo).toBe(asked.id);
-      expect(reply.thread).toBeUndefined();
+      // In place: in the group itself, or in a thread on the mentioned message where the platform answers so.
+      expect(reply.thread).toBe(d.capabilities.mentionOpensThread ? asked.id : undefined);
       await d.idle('team');
       expect(d.sent('team')).toHaveLength(1);
       expect(d.sent('dm:owner')).toHaveLength(0);
