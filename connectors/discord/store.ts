@@ -1,0 +1,57 @@
+// Handing gateway events to the core. Discord never delivers a gateway event again (there is nothing to
+// acknowledge), so an event the core could not store yet is tried again here; events of one channel go in the order
+// they came, each channel on its own, so a slow chat holds up nobody else's.
+import type { Logger } from 'pino';
+import type { InboundEvent, IngressResult } from '#src/connector.ts';
+import { sleep } from '#src/retry.ts';
+
+/** How long an event that cannot be stored is tried for before it is given up (and logged as lost). */
+const RETRY_FOR_MS = 10 * 60_000;
+
+export function storeInOrder(options: { log: Logger; signal: AbortSignal; retryForMs?: number; firstRetryMs?: number }) {
+  const chains = new Map<string, Promise<void>>();
+
+  async function store(event: InboundEvent, handle: (event: InboundEvent) => Promise<IngressResult>) {
+    const giveUpAt = Date.now() + (options.retryForMs ?? RETRY_FOR_MS);
+    let delay = options.firstRetryMs ?? 500;
+    for (;;) {
+      try {
+        await handle(event);
+        return;
+      } catch (err) {
+        if (options.signal.aborted || Date.now() + delay > giveUpAt) {
+          options.log.error({ err, event: event.externalId }, 'a Discord event could not be stored and Discord will not send it again; it is lost');
+          return;
+        }
+        options.log.warn({ err, event: event.externalId, retryInMs: delay }, 'a Discord event could not be stored yet; trying again');
+        await sleep(delay, options.signal);
+        delay = Math.min(delay * 2, 30_000);
+      }
+    }
+  }
+
+  return {
+    /** Reads the event (`read` may fetch what the gateway left out) and stores it after the channel's earlier ones. */
+    add(key: string, read: () => Promise<InboundEvent | undefined>, handle: (event: InboundEvent) => Promise<IngressResult>) {
+      const previous = chains.get(key) ?? Promise.resolve();
+      const next = previous.then(async () => {
+        let event: InboundEvent | undefined;
+        try {
+          event = await read();
+        } catch (err) {
+          options.log.warn({ err }, 'a Discord event could not be read; skipped');
+          return;
+        }
+        if (event) await store(event, handle);
+      });
+      chains.set(key, next);
+      void next.finally(() => {
+        if (chains.get(key) === next) chains.delete(key);
+      });
+    },
+    /** Waits (up to `timeoutMs`) for the events being stored. */
+    async drain(timeoutMs: number) {
+      await Promise.race([Promise.all(chains.values()), sleep(timeoutMs)]);
+    },
+  };
+}
