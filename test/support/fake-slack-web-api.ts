@@ -29,6 +29,8 @@ export interface SlackMessage {
   reactions: string[];
   /** How many times it was changed after posting (chat.update, a response_url replacement). */
   edits: number;
+  /** The blocks it was posted with: a client that has not refreshed still shows (and clicks) their buttons. */
+  postedBlocks?: any[];
   deleted: boolean;
 }
 
@@ -70,6 +72,8 @@ export interface ClickSpec {
   label?: string;
   value?: string;
   user: string;
+  /** Click a button the message had when posted, even if an update has taken it off since. */
+  stale?: boolean;
 }
 
 export type Reply = Record<string, any>;
@@ -122,7 +126,7 @@ export function createSlackWorkspace(config: {
   const echo = (event: Record<string, any>) => onBotEvent({ ...event, event_ts: event.ts, channel_type: channelTypeOf(event.channel) });
 
   function post(channel: string, fields: Partial<SlackMessage>): SlackMessage {
-    const m: SlackMessage = { channel, ts: nextTs(), user: id.botUserId, bot_id: id.botId, reactions: [], edits: 0, deleted: false, ...fields };
+    const m: SlackMessage = { channel, ts: nextTs(), user: id.botUserId, bot_id: id.botId, reactions: [], edits: 0, deleted: false, ...fields, postedBlocks: fields.blocks };
     channelOf(channel).push(m);
     echo({ ...botMessageEvent(m), channel });
     return m;
@@ -334,7 +338,8 @@ export function createSlackWorkspace(config: {
   function blockActions(click: ClickSpec): Record<string, any> {
     const m = findMessage(click.message.channel, click.message.ts);
     if (!m) throw new Error(`fake-slack: no message ${click.message.ts} in ${click.message.channel} to click`);
-    const found = findElement(m.blocks, click);
+    // A button gone from the message may still be on a screen that has not refreshed: a stale click.
+    const found = findElement(m.blocks, click) ?? (click.stale ? findElement(m.postedBlocks, click) : undefined);
     if (!found) throw new Error(`fake-slack: message ${m.ts} has no button ${click.actionId ?? JSON.stringify(click.label)}`);
     const key = `${id.teamId}/${responseUrls.size + 1}/${slackId('', 24)}`;
     responseUrls.set(key, { channel: m.channel, ts: m.ts, user: click.user, thread_ts: m.thread_ts });

@@ -6,7 +6,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { createTsClock, eventCallback, imChannelFor, readRequestBody, slackId, type SlackIdentity } from './fake-slack-payloads.ts';
+import { createTsClock, eventCallback, imChannelFor, interactionForm, readRequestBody, signedRequest, slackId, type SlackIdentity } from './fake-slack-payloads.ts';
 import {
   createSlackWorkspace,
   fail,
@@ -33,6 +33,14 @@ export interface FakeSlackOptions extends Partial<SlackIdentity> {
   pingIntervalMs?: number;
   /** How long a delivery may take in all, waiting for an open connection and then for the ack (default 5000 ms). */
   ackTimeoutMs?: number;
+  /** The bot token's scopes, sent in `x-oauth-scopes` as Slack does on every Web API answer (not sent when absent). */
+  scopes?: string[];
+}
+
+/** HTTP mode: where Slack posts events and interactions (the app's Request URL), signed with the signing secret. */
+export interface HttpTarget {
+  url: string;
+  signingSecret: string;
 }
 
 export interface SlackApiCall {
@@ -69,6 +77,8 @@ export interface SocketEnvelope {
 /** One envelope sent over Socket Mode and what became of it. */
 export interface Delivery {
   envelope: SocketEnvelope;
+  /** HTTP mode: the status the app answered (200 is the ack). */
+  status?: number;
   /** A connection was open (the fake waits up to the ack timeout for one, as Slack holds events). */
   delivered: boolean;
   acked: boolean;
@@ -112,6 +122,11 @@ export interface FakeSlack extends SlackIdentity {
   holdHello(hold: boolean): void;
   openConnections(): number;
   totalConnections(): number;
+  /**
+   * HTTP mode from now on: envelopes are posted to the target as Slack posts them (events as JSON, interactions as a
+   * `payload` form, redeliveries with X-Slack-Retry-Num), and a 200 is their ack. `undefined` goes back to sockets.
+   */
+  deliverOverHttp(target: HttpTarget | undefined): void;
   waitForConnection(total?: number, timeoutMs?: number): Promise<void>;
 
   /** A person's DM to the bot: a `message` event with `channel_type: 'im'`. */
@@ -174,6 +189,7 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
   let helloHeld = false;
   let roundRobin = 0;
   let port = 0;
+  let httpTarget: HttpTarget | undefined;
 
   const workspace = createSlackWorkspace({
     id,
@@ -183,7 +199,7 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     baseUrl: () => `http://127.0.0.1:${port}`,
     // Slack tells the bot of its own posts too (a reply loop, unless the connector ignores them).
     onBotEvent: (event) => {
-      if (echoBotMessages && openConnections() > 0) void sendEvent(event);
+      if (echoBotMessages && (httpTarget || openConnections() > 0)) void sendEvent(event);
     },
   });
 
@@ -217,7 +233,7 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     }
     const handler = method === 'apps.connections.open' ? openConnectionUrl : workspace.methods[method];
     call.response = !handler ? fail('unknown_method') : (workspace.authorize(method, token) ?? handler(body));
-    send(res, 200, call.response);
+    send(res, 200, call.response, options.scopes && token === id.botToken ? { 'x-oauth-scopes': options.scopes.join(',') } : {});
   }
 
   const server = createServer((req, res) => {
@@ -297,9 +313,37 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     return open.length ? open[roundRobin++ % open.length] : undefined;
   }
 
+  /** Slack's HTTP delivery: a signed POST, answered within the timeout (Slack waits 3 s, then retries). */
+  async function postEnvelope(target: HttpTarget, delivery: Delivery, timeoutMs: number): Promise<Delivery> {
+    const { envelope } = delivery;
+    const raw = envelope.type === 'events_api' ? JSON.stringify(envelope.payload) : interactionForm(envelope.payload);
+    const retry = envelope.retry_attempt ? { retryNum: envelope.retry_attempt, retryReason: envelope.retry_reason || 'http_timeout' } : {};
+    const request = signedRequest(raw, target.signingSecret, retry);
+    const sentAt = performance.now();
+    delivery.delivered = true;
+    try {
+      const response = await fetch(target.url, { method: 'POST', headers: request.headers, body: request.body, signal: AbortSignal.timeout(timeoutMs) });
+      const text = await response.text();
+      delivery.status = response.status;
+      if (response.status === 200) {
+        let payload: unknown = {};
+        try {
+          payload = text ? JSON.parse(text) : {};
+        } catch {
+          payload = text;
+        }
+        Object.assign(delivery, { acked: true, ackPayload: payload, latencyMs: performance.now() - sentAt });
+      }
+    } catch {
+      // No answer in time: not acknowledged (Slack would retry).
+    }
+    return delivery;
+  }
+
   async function deliver(envelope: SocketEnvelope, timeoutMs = ackTimeoutMs): Promise<Delivery> {
     const delivery: Delivery = { envelope, delivered: false, acked: false };
     deliveries.push(delivery);
+    if (httpTarget) return postEnvelope(httpTarget, delivery, timeoutMs);
     const deadline = Date.now() + timeoutMs;
     let connection = pickConnection();
     // Slack holds events while no socket is open and sends them once one is.
@@ -381,6 +425,7 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     },
     openConnections,
     totalConnections: () => totalConnections,
+    deliverOverHttp: (target) => void (httpTarget = target),
     async waitForConnection(total = 1, timeoutMs = 10_000) {
       await waitFor(() => totalConnections >= total && openConnections() > 0, timeoutMs);
     },

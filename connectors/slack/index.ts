@@ -1,0 +1,520 @@
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { App, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger, type RespondFn } from '@slack/bolt';
+import type { Logger } from 'pino';
+import {
+  PlatformError,
+  type Button,
+  type Connector,
+  type ConnectorStatus,
+  type InboundEvent,
+  type InboundHandler,
+  type OutboundMessage,
+  type SentMessage,
+} from '#src/connector.ts';
+import { ConfigError } from '#src/config/errors.ts';
+import { sleep } from '#src/retry.ts';
+import { acknowledgeBy } from '../shared/ack.ts';
+import { createSlackDraft, EDIT_LIMITS } from './draft.ts';
+import { slackEmojiName } from './emoji.ts';
+import { formatForSlack, SECTION_LIMIT, TEXT_LIMIT, type FormattedPart } from './format.ts';
+import { normalizeClick, normalizeEvent, type SlackBot } from './normalize.ts';
+import { EVENTS_PATH, ParlorReceiver } from './receiver.ts';
+
+export { EVENTS_PATH } from './receiver.ts';
+
+export interface SlackOptions {
+  botToken: string;
+  /** App-level token (`xapp-…`): Socket Mode. Without it, HTTP events at EVENTS_PATH checked with `signingSecret`. */
+  appToken?: string;
+  signingSecret?: string;
+  /** The Web API base (`SLACK_API_URL`), which also serves apps.connections.open; Slack's own by default. */
+  apiUrl?: string;
+  log: Logger;
+  /**
+   * Socket Mode's watchdog: a ping Slack leaves unanswered this long replaces the connection (it is also the step
+   * of the reconnect backoff). Default 5 s.
+   */
+  pingTimeoutMs?: number;
+  /** No ping from Slack for this long also replaces it. Default 30 s. */
+  serverPingTimeoutMs?: number;
+  /** The Web API client's retries of a failed call (a 429 waits out its Retry-After). */
+  retries?: { retries: number; minTimeout: number; maxTimeout: number };
+}
+
+/** Slack wants every event and interaction acknowledged within 3 s. */
+const ACK_DEADLINE_MS = 3000;
+const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
+const MAX_START_RETRY_MS = 60_000;
+/** Web API errors that mean the token itself is wrong, not the network. */
+const TOKEN_ERRORS = new Set(['invalid_auth', 'not_authed', 'account_inactive', 'token_revoked', 'token_expired', 'not_allowed_token_type']);
+/**
+ * Few, short retries: web-api's default retries for about 30 minutes, long after the outbound ledger has given up
+ * on the call and may have sent it again. The ledger, not the client, is the guard against a double post.
+ */
+const DEFAULT_RETRIES = { retries: 2, minTimeout: 500, maxTimeout: 3000 };
+
+/** pino behind the Logger Bolt, socket-mode and web-api share; their `info` lines are chatter, so debug. */
+function boltLogger(log: Logger): BoltLogger {
+  const line = (level: 'debug' | 'warn' | 'error') => (...msg: unknown[]) => log[level](msg.map((m) => (m instanceof Error ? m.message : String(m))).join(' '));
+  return { debug: line('debug'), info: line('debug'), warn: line('warn'), error: line('error'), setLevel: () => undefined, getLevel: () => LogLevel.DEBUG, setName: () => undefined };
+}
+
+const isDmChannel = (channel: string) => channel.startsWith('D');
+const isUserId = (id: string) => /^[UW][A-Z0-9]+$/.test(id);
+
+/**
+ * Slack on Bolt: Socket Mode with an app-level token, else HTTP events on Parlor's server. Each event is handed to
+ * the core and acknowledged once it is stored (by 3 s at the latest); replies go out as mrkdwn converted from
+ * Markdown, split under 4,000 characters, in the thread of the message they answer; buttons are Block Kit.
+ */
+export function createSlackConnector(options: SlackOptions): Connector {
+  const log = options.log.child({ connector: 'slack' });
+  const logger = boltLogger(log);
+  const slackApiUrl = `${(options.apiUrl ?? 'https://slack.com/api').replace(/\/+$/, '')}/`;
+  const retries = options.retries ?? DEFAULT_RETRIES;
+  const clientOptions: webApi.WebClientOptions = {
+    slackApiUrl,
+    logger,
+    retryConfig: { retries: retries.retries, factor: 2, minTimeout: retries.minTimeout, maxTimeout: retries.maxTimeout },
+    timeout: 30_000,
+  };
+  const client = new webApi.WebClient(options.botToken, clientOptions);
+  const socketMode = Boolean(options.appToken);
+  let bot: SlackBot | undefined;
+  let app: App | undefined;
+  let receiver: ParlorReceiver | undefined;
+  let handler: InboundHandler | undefined;
+  let state: ConnectorStatus = { state: 'starting' };
+  let starting: Promise<void> | undefined;
+  const stopper = new AbortController();
+  const dmChannels = new Map<string, string>();
+  const names = new Map<string, string>();
+
+  /** A user id (a persona's primary, `to: "U…"`) is posted to in the bot's DM with them; channel ids as they are. */
+  async function channelFor(chat: string): Promise<string> {
+    if (!isUserId(chat)) return chat;
+    const known = dmChannels.get(chat);
+    if (known) return known;
+    const opened = await call('conversations.open', () => client.conversations.open({ users: chat }), false);
+    const id = opened.channel?.id;
+    if (!id) throw new PlatformError({ platform: 'slack', method: 'conversations.open', retryable: false, message: `no DM channel with ${chat}` });
+    dmChannels.set(chat, id);
+    return id;
+  }
+
+  /** The person's name for the model's group label: from a cache filled by users.info in the background. */
+  function withName(event: InboundEvent): InboundEvent {
+    if (event.sender.name) return event;
+    const name = names.get(event.sender.id);
+    if (name) return { ...event, sender: { ...event.sender, name } };
+    if (!names.has(event.sender.id)) {
+      names.set(event.sender.id, '');
+      void client.users
+        .info({ user: event.sender.id })
+        .then((r) => names.set(event.sender.id, r.user?.real_name || r.user?.profile?.display_name || r.user?.name || ''))
+        .catch(() => names.delete(event.sender.id));
+    }
+    return event;
+  }
+
+  async function receiveEvent(body: any, context: Record<string, any>): Promise<void> {
+    const ackEvent = context.ackEvent as (() => Promise<void>) | undefined;
+    let event: InboundEvent | undefined;
+    try {
+      event = normalizeEvent(body.event, String(body.event_id ?? ''), bot!);
+    } catch (err) {
+      // Nothing the core could store or Slack could usefully send again.
+      log.error({ err, event: body.event_id }, 'event could not be read; skipped');
+    }
+    if (event && handler) {
+      if (context.retryNum) log.debug({ event: body.event_id, retry: context.retryNum, reason: context.retryReason }, 'Slack delivered an event again');
+      const inbound = withName(event);
+      const outcome = await acknowledgeBy(ACK_DEADLINE_MS, () => handler!(inbound), { log });
+      if (outcome.kind === 'late') log.warn({ event: body.event_id }, 'event acknowledged at the deadline; still being stored');
+    }
+    await ackEvent?.();
+  }
+
+  async function receiveClick(args: { ack: () => Promise<void>; body: any; action: any; respond?: RespondFn }): Promise<void> {
+    const event = normalizeClick(args.body, args.action);
+    let notice: string | undefined;
+    try {
+      if (event && handler) {
+        // Acknowledged by the deadline whatever the core is doing: a click never waits behind a turn.
+        const outcome = await acknowledgeBy(ACK_DEADLINE_MS, () => handler!(event), { log });
+        await args.ack().catch((err: unknown) => log.warn({ err }, 'a click could not be acknowledged'));
+        notice = outcome.kind === 'stored' ? outcome.result.notice : (await outcome.result)?.notice;
+      } else await args.ack();
+    } catch (err) {
+      log.error({ err }, 'a click could not be handled');
+      await args.ack().catch(() => undefined);
+      notice = 'That did not go through; please try again.';
+    }
+    if (notice && event) await tellPrivately(event, notice, args.respond);
+  }
+
+  /** What concerns the clicker alone (not theirs, already answered…): an ephemeral message, else through response_url. */
+  async function tellPrivately(event: InboundEvent, text: string, respond?: RespondFn) {
+    try {
+      await client.chat.postEphemeral({ channel: event.chat.id, user: event.sender.id, text, ...(event.chat.thread ? { thread_ts: event.chat.thread } : {}) });
+    } catch (err) {
+      log.debug({ err: describe(err) }, 'chat.postEphemeral failed; answering through the response URL');
+      await respond?.({ response_type: 'ephemeral', replace_original: false, text }).catch((e: unknown) => log.warn({ err: describe(e) }, 'the notice to the clicker was lost'));
+    }
+  }
+
+  function buildApp(identity: SlackBot): App {
+    const socket = socketMode
+      ? new SocketModeReceiver({
+          appToken: options.appToken!,
+          logger,
+          clientPingTimeout: options.pingTimeoutMs ?? 5000,
+          serverPingTimeout: options.serverPingTimeoutMs ?? 30_000,
+          // Its own copy of the client options: socket-mode writes its 100-retry policy for apps.connections.open
+          // into the object it is given, which should not become the Web API client's.
+          installerOptions: { clientOptions: { slackApiUrl } },
+          // A listener that fails before storing the event leaves it unacknowledged: Slack sends it again.
+          processEventErrorHandler: async ({ error }) => {
+            log.warn({ err: describe(error) }, 'a Slack event could not be stored; Slack will deliver it again');
+            return false;
+          },
+        })
+      : undefined;
+    if (socket) {
+      socket.client.on('connected', () => (state = { state: 'up' }));
+      socket.client.on('reconnecting', () => (state = { state: 'down', detail: 'Socket Mode connection lost; reconnecting' }));
+    }
+    receiver = new ParlorReceiver({ log, socket, signingSecret: options.signingSecret });
+    const bolt = new App({
+      token: options.botToken,
+      botId: identity.botId,
+      botUserId: identity.userId,
+      receiver,
+      clientOptions,
+      logger,
+      // auth.test ran already; Bolt need not ask again.
+      tokenVerificationEnabled: false,
+      convoStore: false,
+    });
+    bolt.event('message', ({ body, context }) => receiveEvent(body, context));
+    bolt.event('app_mention', ({ body, context }) => receiveEvent(body, context));
+    bolt.event('reaction_added', ({ body, context }) => receiveEvent(body, context));
+    bolt.action({ type: 'block_actions' }, ({ ack, body, action, respond }) => receiveClick({ ack: () => ack(), body, action, respond }));
+    return bolt;
+  }
+
+  /** Who the bot is (auth.test), then the receiving side started: the socket connected, or the endpoint ready. */
+  async function connect(): Promise<void> {
+    const auth = await client.auth.test();
+    bot = { userId: String(auth.user_id), botId: String(auth.bot_id ?? ''), name: String(auth.user ?? 'parlor') };
+    app ??= buildApp(bot);
+    if (socketMode) {
+      try {
+        await app.start();
+      } catch (err) {
+        if (isTokenError(err)) throw tokenRefused('SLACK_APP_TOKEN', err, 'an app-level token with connections:write (Basic Information → App-Level Tokens)');
+        throw err;
+      }
+    }
+    state = { state: 'up' };
+    log.info({ bot: bot.name, mode: socketMode ? 'Socket Mode' : `HTTP events at ${EVENTS_PATH}` }, 'receiving Slack events');
+  }
+
+  async function keepConnecting(first: unknown): Promise<void> {
+    let err = first;
+    for (let attempt = 1; !stopper.signal.aborted; attempt++) {
+      const waitMs = Math.min(MAX_START_RETRY_MS, 2000 * 2 ** (attempt - 1));
+      state = { state: 'down', detail: `${describe(err)}; trying again in ${Math.round(waitMs / 1000)} s` };
+      log.warn({ apiUrl: slackApiUrl, attempt }, `cannot reach Slack (${state.detail})`);
+      await sleep(waitMs, stopper.signal);
+      if (stopper.signal.aborted) return;
+      try {
+        await connect();
+        return;
+      } catch (next) {
+        if (next instanceof ConfigError || isTokenError(next)) {
+          state = { state: 'down', detail: describe(next) };
+          log.error(describe(next));
+          return;
+        }
+        err = next;
+      }
+    }
+  }
+
+  /** A Web API call whose failure is a PlatformError; `partlySent` makes it final (a retry would repeat what went out). */
+  async function call<T>(method: string, fn: () => Promise<T>, partlySent: boolean): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw toPlatformError(err, method, partlySent);
+    }
+  }
+
+  async function postParts(channel: string, parts: FormattedPart[], message: OutboundMessage, ids: string[]) {
+    const buttons = message.buttons?.length ? message.buttons : undefined;
+    for (const [i, part] of parts.entries()) {
+      const last = i === parts.length - 1;
+      const blocks = last && buttons ? questionBlocks(part.mrkdwn, buttons) : undefined;
+      const sent = await call(
+        'chat.postMessage',
+        () =>
+          client.chat.postMessage({
+            channel,
+            text: part.mrkdwn,
+            mrkdwn: true,
+            unfurl_links: false,
+            unfurl_media: false,
+            ...(message.thread ? { thread_ts: message.thread } : {}),
+            ...(blocks ? { blocks } : {}),
+          }),
+        ids.length > 0,
+      );
+      ids.push(String(sent.ts));
+    }
+  }
+
+  /** Parts for a message: under 4,000 characters, and the one that carries buttons within a section's 3,000. */
+  function partsFor(text: string, withButtons: boolean): FormattedPart[] {
+    const parts = formatForSlack(text);
+    if (!withButtons) return parts.length ? parts : [{ mrkdwn: ' ', source: '', converted: false }];
+    const last = parts.pop();
+    if (!last) return [{ mrkdwn: '…', source: '', converted: false }];
+    return [...parts, ...(last.mrkdwn.length > SECTION_LIMIT ? formatForSlack(last.source, SECTION_LIMIT) : [last])];
+  }
+
+  const connector: Connector = {
+    id: 'slack',
+    capabilities: {
+      buttons: true,
+      edits: EDIT_LIMITS,
+      removeButtons: true,
+      react: true,
+      threads: true,
+      // A bot has no "typing…" in Slack (only AI assistant threads have a status line).
+      typing: false,
+      privateReplies: true,
+      maxTextLength: TEXT_LIMIT,
+      ackDeadlineMs: ACK_DEADLINE_MS,
+    },
+    ...(socketMode ? {} : { webhook: { path: EVENTS_PATH, handle: (request: Request) => (receiver ? receiver.handle(request) : Promise.resolve(new Response('not ready', { status: 503 }))) } }),
+
+    async start(onInbound) {
+      handler = onInbound;
+      try {
+        await connect();
+      } catch (err) {
+        if (err instanceof ConfigError) throw err;
+        if (isTokenError(err)) throw tokenRefused('SLACK_BOT_TOKEN', err, 'the Bot User OAuth Token (OAuth & Permissions, xoxb-…)');
+        state = { state: 'down', detail: describe(err) };
+        starting = keepConnecting(err);
+      }
+    },
+
+    status: () => state,
+
+    async stop() {
+      stopper.abort();
+      await starting;
+      await app?.stop().catch((err: unknown) => log.warn({ err: describe(err) }, 'Slack receiver did not stop cleanly'));
+    },
+
+    async send(message: OutboundMessage): Promise<SentMessage> {
+      const channel = await channelFor(message.chat);
+      const ids: string[] = [];
+      if (message.privateTo && !isDmChannel(channel)) {
+        // Asked outside a thread (the asking message is the thread's own root): shown where it was asked.
+        const thread = message.thread && message.thread !== message.replyTo ? message.thread : undefined;
+        for (const part of formatForSlack(message.text)) {
+          const sent = await call(
+            'chat.postEphemeral',
+            () => client.chat.postEphemeral({ channel, user: message.privateTo!, text: part.mrkdwn, ...(thread ? { thread_ts: thread } : {}) }),
+            ids.length > 0,
+          );
+          ids.push(String(sent.message_ts));
+        }
+        return { ids };
+      }
+      const files = message.files ?? [];
+      let parts = partsFor(message.text, Boolean(message.buttons?.length));
+      if (files.length) {
+        // The first part of the text is the files' comment; the rest follows as messages.
+        const comment = message.buttons?.length ? undefined : parts.shift();
+        for (const [i, file] of files.entries()) {
+          const uploaded: any = await call(
+            'files.uploadV2',
+            () =>
+              client.files.uploadV2({
+                channel_id: channel,
+                file,
+                filename: path.basename(file),
+                ...(i === 0 && comment?.source.trim() ? { initial_comment: comment.mrkdwn } : {}),
+                ...(message.thread ? { thread_ts: message.thread } : {}),
+              } as webApi.FilesUploadV2Arguments),
+            ids.length > 0,
+          );
+          ids.push(shareTs(uploaded, channel) ?? String(uploaded.files?.[0]?.files?.[0]?.id ?? ''));
+        }
+        parts = parts.filter((p) => p.source.trim() || message.buttons?.length);
+      }
+      await postParts(channel, parts, message, ids);
+      return { ids, ...(message.thread ? { thread: message.thread } : {}) };
+    },
+
+    async edit(chat, messageId, text) {
+      const channel = await channelFor(chat);
+      const [part] = formatForSlack(text);
+      const mrkdwn = part?.mrkdwn ?? ' ';
+      // The buttons go; the outcome is shown in their place.
+      const blocks = mrkdwn.length <= SECTION_LIMIT && mrkdwn.trim() ? [{ type: 'section', text: { type: 'mrkdwn', text: mrkdwn } }] : [];
+      await call('chat.update', () => client.chat.update({ channel, ts: messageId, text: mrkdwn, blocks }), false);
+    },
+
+    async react(chat, messageId, emoji) {
+      const name = slackEmojiName(emoji);
+      if (!name) {
+        throw new PlatformError({ platform: 'slack', method: 'reactions.add', retryable: false, message: `${emoji} is not an emoji Slack has a name for; use a standard emoji such as 👍 ✅ 👀 🎉` });
+      }
+      const channel = await channelFor(chat);
+      try {
+        await client.reactions.add({ channel, timestamp: messageId, name });
+      } catch (err) {
+        if (slackErrorCode(err) === 'already_reacted') return;
+        throw toPlatformError(err, 'reactions.add', false);
+      }
+    },
+
+    async download(attachment, directory) {
+      const info: any = await call('files.info', () => client.files.info({ file: attachment.fileId! }), false);
+      const url: string | undefined = info.file?.url_private_download ?? info.file?.url_private;
+      if (!url) throw new Error('Slack gave no download URL for the file');
+      const signal = AbortSignal.any([stopper.signal, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
+      // The bot token is sent only to Slack's own file host or the configured API's host.
+      const response = await fetch(url, { headers: trustedHost(url, slackApiUrl) ? { authorization: `Bearer ${options.botToken}` } : {}, signal });
+      if (!response.ok || !response.body) throw new Error(`file download answered HTTP ${response.status}`);
+      await fs.mkdir(directory, { recursive: true });
+      const target = path.join(directory, uploadName(attachment.name ?? info.file?.name ?? attachment.type, attachment.fileId!));
+      const partial = path.join(directory, `.${path.basename(target)}.${randomBytes(4).toString('hex')}.part`);
+      try {
+        await pipeline(Readable.fromWeb(response.body as never), createWriteStream(partial), { signal });
+        await fs.rename(partial, target);
+      } catch (err) {
+        await fs.rm(partial, { force: true });
+        throw err;
+      }
+      return target;
+    },
+
+    draft(target) {
+      let channel: string | undefined;
+      const resolve = async () => (channel ??= await channelFor(target.chat));
+      return createSlackDraft({
+        target,
+        group: !isDmChannel(target.chat) && !isUserId(target.chat),
+        log,
+        calls: {
+          post: async (text) => {
+            const sent = await client.chat.postMessage({ channel: await resolve(), text, mrkdwn: true, unfurl_links: false, unfurl_media: false, ...(target.thread ? { thread_ts: target.thread } : {}) });
+            return String(sent.ts);
+          },
+          update: async (ts, text) => {
+            await client.chat.update({ channel: await resolve(), ts, text, blocks: [] });
+          },
+          send: (message) => connector.send(message),
+          retryAfterMs: (err) => {
+            const seconds = (err as { retryAfter?: number }).retryAfter ?? (err as any)?.data?.response_metadata?.retryAfter;
+            return typeof seconds === 'number' ? seconds * 1000 : undefined;
+          },
+          isGone: (err) => slackErrorCode(err) === 'message_not_found',
+        },
+      });
+    },
+  };
+  return connector;
+}
+
+/** A question: its text as a section, then its choices as buttons, one actions block per row. */
+export function questionBlocks(mrkdwn: string, rows: Button[][]): Record<string, unknown>[] {
+  return [
+    { type: 'section', text: { type: 'mrkdwn', text: mrkdwn.trim() ? mrkdwn : ' ' } },
+    ...rows.map((row, r) => ({
+      type: 'actions',
+      block_id: `choices-${r}`,
+      elements: row.map((button, i) => {
+        if (button.data.length > 2000) throw new Error(`button data "${button.data.slice(0, 40)}…" is over Slack's 2,000-character limit`);
+        const label = button.label.length > 75 ? `${button.label.slice(0, 74)}…` : button.label;
+        return { type: 'button', action_id: `choice-${r}-${i}`, text: { type: 'plain_text', text: label, emoji: true }, value: button.data };
+      }),
+    })),
+  ];
+}
+
+/** The ts of the message files.uploadV2 shared the file in (what an edit or a reaction names). */
+function shareTs(result: any, channel: string): string | undefined {
+  const shares = result?.files?.[0]?.files?.[0]?.shares;
+  const ts = shares?.public?.[channel]?.[0]?.ts ?? shares?.private?.[channel]?.[0]?.ts;
+  return typeof ts === 'string' ? ts : undefined;
+}
+
+function trustedHost(url: string, apiUrl: string): boolean {
+  try {
+    const host = new URL(url).hostname;
+    return host === 'files.slack.com' || host.endsWith('.slack.com') || host === new URL(apiUrl).hostname;
+  } catch {
+    return false;
+  }
+}
+
+function uploadName(name: string, fileId: string): string {
+  const original = path.basename(name).replace(/[^\w.-]+/g, '_') || 'file';
+  const ext = path.extname(original);
+  return `${path.basename(original, ext).slice(0, 60)}-${fileId.slice(-8).replace(/[^\w-]/g, '')}${ext}`;
+}
+
+function slackErrorCode(err: unknown): string | undefined {
+  const data = (err as { data?: { error?: unknown } })?.data;
+  return typeof data?.error === 'string' ? data.error : undefined;
+}
+
+function isTokenError(err: unknown): boolean {
+  const code = slackErrorCode(err);
+  return code !== undefined && TOKEN_ERRORS.has(code);
+}
+
+function tokenRefused(variable: string, err: unknown, what: string): ConfigError {
+  return new ConfigError(`${variable} was refused by Slack (${slackErrorCode(err)}); set it to ${what} from your app's settings at api.slack.com/apps`);
+}
+
+/** web-api's errors as Parlor's: 429 with its Retry-After, 5xx and network errors retryable unless part went out. */
+function toPlatformError(err: unknown, method: string, partlySent: boolean): PlatformError {
+  if (err instanceof PlatformError) return err;
+  const e = err as { code?: string; data?: any; statusCode?: number; retryAfter?: number; message?: string };
+  switch (e.code) {
+    case webApi.ErrorCode.RateLimitedError:
+      return new PlatformError({ platform: 'slack', method, status: 429, retryAfterMs: (e.retryAfter ?? 1) * 1000, retryable: !partlySent, message: 'rate limited' }, { cause: err });
+    case webApi.ErrorCode.PlatformError: {
+      const code = String(e.data?.error ?? 'error');
+      const transient = ['ratelimited', 'internal_error', 'fatal_error', 'service_unavailable', 'request_timeout'].includes(code);
+      const retryAfter = e.data?.response_metadata?.retryAfter;
+      return new PlatformError(
+        { platform: 'slack', method, status: code === 'ratelimited' ? 429 : 400, retryAfterMs: typeof retryAfter === 'number' ? retryAfter * 1000 : undefined, retryable: transient && !partlySent, message: code },
+        { cause: err },
+      );
+    }
+    case webApi.ErrorCode.HTTPError:
+      return new PlatformError({ platform: 'slack', method, status: e.statusCode, retryable: !partlySent && (e.statusCode ?? 500) >= 500, message: `HTTP ${e.statusCode}` }, { cause: err });
+    default:
+      return new PlatformError({ platform: 'slack', method, retryable: !partlySent, message: describe(err) }, { cause: err });
+  }
+}
+
+function describe(err: unknown): string {
+  const code = slackErrorCode(err);
+  if (code) return code;
+  return err instanceof Error ? err.message : String(err);
+}
