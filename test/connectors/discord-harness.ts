@@ -1,0 +1,130 @@
+// The Discord tests' set-up: the fake Discord, the real connector inside the real app (test database, fake model),
+// and one persona: Ana (owner, approver) and Bo (a user, not an approver) may DM it; it answers in #team when
+// mentioned (threads under #team too) and in #open without a mention; #elsewhere is nobody's.
+import fs from 'node:fs/promises';
+import { sql, type SQL } from 'drizzle-orm';
+import pino from 'pino';
+import { createDiscordConnector, type DiscordOptions } from '../../connectors/discord/index.ts';
+import { startApp, type App } from '../../src/app.ts';
+import { parseSettings } from '../../src/config/env.ts';
+import type { Connector } from '../../src/connector.ts';
+import { chatConversationId } from '../../src/conversation-id.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { startFakeDiscord, type FakeDiscord, type FakeDiscordOptions } from '../support/fake-discord.ts';
+import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
+import { writePersonas } from '../support/harness.ts';
+
+export const PERSONA = 'dsc';
+
+export interface DiscordHarness {
+  fake: FakeDiscord;
+  llm: FakeLlm;
+  app: App;
+  db: TestDatabase;
+  personasDir: string;
+  /** Lines the app logged (JSON), warnings and up. */
+  logs: string[];
+  connector: Connector;
+  /** The conversation of a channel (by name or id) or a person's DM, and a thread under it. */
+  conversation(where: { dm: string } | { channel: string; thread?: string }): string;
+  query<T>(statement: SQL): Promise<T[]>;
+  /** A new connector in place of the running one, as a restarted process would have. */
+  restartConnector(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export const DISCORD_USERS = [
+  { username: 'ana', global_name: 'Ana' },
+  { username: 'bo', global_name: 'Bo' },
+  { username: 'eve', global_name: 'Eve' },
+  { username: 'otherbot', global_name: 'Other Bot', bot: true },
+];
+
+export const DISCORD_GUILD = {
+  name: 'Parlor Test',
+  channels: [
+    { name: 'Text Channels', type: 4 },
+    { name: 'team', parent: 'Text Channels' },
+    { name: 'open', parent: 'Text Channels' },
+    { name: 'elsewhere', parent: 'Text Channels' },
+  ],
+  roles: [{ name: 'moderators', mentionable: true }],
+};
+
+export async function startDiscordHarness(
+  options: { fake?: FakeDiscordOptions; connector?: Partial<DiscordOptions>; tools?: unknown } = {},
+): Promise<DiscordHarness> {
+  const fake = await startFakeDiscord({ users: DISCORD_USERS, guilds: [DISCORD_GUILD], ...options.fake });
+  const llm = await startFakeLlm();
+  const db = await createTestDatabase();
+  const id = (name: string) => fake.user(name).id;
+  const personasDir = await writePersonas({
+    [PERSONA]: {
+      connectors: {
+        users: [`discord:${id('ana')}`, `discord:${id('bo')}`],
+        approvers: [`discord:${id('ana')}`],
+        primary: { connector: 'discord', to: id('ana') },
+        channels: [
+          { connector: 'discord', chat: fake.channel('team').id, mention: true },
+          { connector: 'discord', chat: fake.channel('open').id, mention: false },
+        ],
+      },
+      tools: options.tools ?? { approve: ['react'], approvalTimeoutSeconds: 30 },
+    },
+  });
+  const settings = parseSettings({ DATABASE_URL: db.url, LLM_BASE_URL: llm.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir });
+  const logs: string[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void logs.push(line) });
+  const make = () => createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, messageContent: true, log, ...options.connector });
+  let inner = make();
+  let handler: Parameters<Connector['start']>[0];
+  // The app holds this one; a restart swaps the connector behind it.
+  const connector: Connector = {
+    id: 'discord',
+    get capabilities() {
+      return inner.capabilities;
+    },
+    start: (h) => ((handler = h), inner.start(h)),
+    stop: () => inner.stop(),
+    send: (m) => inner.send(m),
+    edit: (...a) => inner.edit!(...a),
+    react: (...a) => inner.react!(...a),
+    typing: (...a) => inner.typing!(...a),
+    download: (...a) => inner.download!(...a),
+    draft: (t) => inner.draft!(t),
+    status: () => inner.status!(),
+  };
+  const app = await startApp({ settings, log, questionSweepMs: 200, modelRetryDeadlineMs: 1500, connectors: () => [connector] });
+  return {
+    fake,
+    llm,
+    app,
+    db,
+    personasDir,
+    logs,
+    connector,
+    conversation(where) {
+      if ('dm' in where) return chatConversationId(PERSONA, 'discord', fake.dmChannel(where.dm));
+      return chatConversationId(PERSONA, 'discord', fake.channel(where.channel).id, where.thread && fake.channel(where.thread).id);
+    },
+    query: async <T>(statement: SQL) => (await app.database.db.execute(statement)) as unknown as T[],
+    async restartConnector() {
+      await inner.stop();
+      inner = make();
+      await inner.start(handler);
+    },
+    async stop() {
+      await app.stop();
+      await fake.close();
+      await llm.close();
+      await db.drop();
+      await fs.rm(personasDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The inbound events the core stored for Discord, by external id. */
+export async function storedEvents(h: DiscordHarness): Promise<string[]> {
+  const rows = await h.query<{ external_id: string }>(sql`select external_id from inbound_events where connector = 'discord' order by external_id`);
+  return rows.map((r) => r.external_id);
+}
