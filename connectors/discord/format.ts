@@ -48,7 +48,7 @@ function rewriteBlock(token: Token): string {
     case 'html':
       return token.raw;
     case 'table':
-      return tableAsCode(token as Tokens.Table) + (trailingNewlines(token.raw) || '\n');
+      return tableAsCode(token as Tokens.Table) + trailingNewlines(token.raw);
     case 'heading':
       // Discord renders #, ## and ###; deeper headings would show their hashes.
       if ((token as Tokens.Heading).depth > 3) return `**${rewriteImages((token as Tokens.Heading).text)}**${trailingNewlines(token.raw)}`;
