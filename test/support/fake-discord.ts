@@ -142,6 +142,8 @@ export interface FakeDiscord {
    * at once when the message has no enabled component with that custom_id (unless `unchecked`). */
   click(click: Click): Promise<InteractionCallback>;
   react(reaction: { message: string | { id: string }; from: string; emoji: string; remove?: boolean }): void;
+  /** A person edits their message: MESSAGE_UPDATE with the new content and an edited_timestamp. */
+  editAsPerson(message: string | { id: string }, content: string): ApiMessage;
   /** What the bot posted in a channel (id or name), oldest first, edits applied, deleted ones left out. */
   messages(channel: string): ApiMessage[];
   /** Any message by id as the API writes it (undefined once deleted). */
@@ -356,6 +358,12 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
 
     react({ message, from, emoji, remove }) {
       store.react(storedMessage(message), world.user(from).id, emoji, !remove);
+    },
+
+    editAsPerson(ref, content) {
+      const message = storedMessage(ref);
+      if (message.author_id === bot.id) throw new Error('fake Discord: editAsPerson edits a person\'s message, not the bot\'s');
+      return store.render(store.edit(message, { content })) as ApiMessage;
     },
 
     messages(ref) {
