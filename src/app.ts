@@ -16,7 +16,9 @@ import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
 import { startMaintenance } from '#src/jobs/maintenance.ts';
 import { createScheduler, type Scheduler } from '#src/jobs/scheduler.ts';
 import { startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
-import { createCommandHandler } from '#src/ingress/control.ts';
+import { createCommandHandler, type CommandHandler } from '#src/ingress/control.ts';
+import { createSubagents } from '#src/subagents/service.ts';
+import { createPersonaMail } from '#src/subagents/persona-mail.ts';
 import { awaitAttachmentDownloads } from '#src/ingress/downloads.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, modelEndpoint, withModelRetries } from '#src/llm/index.ts';
@@ -156,6 +158,17 @@ export async function startApp(options: AppOptions): Promise<App> {
     cleanups.push(() => questions.stop());
     const scheduler = createScheduler({ database, jobs, personas: () => personas, timezone: settings.timezone, log, knownConnectors });
     const tools = new ToolRunner(toolList, questions.approvalGate, settingSecrets(settings, CONNECTORS));
+    // Tasks are stopped the way /stop stops a turn; the command handler is made below, with the runner.
+    const late: { commands?: CommandHandler } = {};
+    const subagents = createSubagents({
+      database,
+      jobs,
+      personas: () => personas,
+      stopConversation: async (conversationId) => late.commands?.stop(conversationId),
+      log,
+      worker: options.worker !== false,
+    });
+    const personaMail = createPersonaMail({ database, jobs, personas: () => personas, log });
     const runner = createTurnRunner({
       database,
       personas: () => personas,
@@ -172,13 +185,17 @@ export async function startApp(options: AppOptions): Promise<App> {
       scheduler,
       modelUrl: llm && modelEndpoint(llm),
       awaitDownloads: (conversationId, turnId, signal) => awaitAttachmentDownloads(database.db, conversationId, turnId, undefined, signal),
+      subagents,
+      personaMail,
     });
     const commands = createCommandHandler({
       db: database.db,
       sql: database.sql,
       defaultModel: llm?.model ?? 'default',
       cancelLocal: (turnId) => runner.cancel(turnId),
+      cancelTasks: (conversationId) => subagents.cancelConversation(conversationId),
     });
+    late.commands = commands;
     const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions });
     cleanups.push(() => ingress.stop());
 
@@ -192,6 +209,8 @@ export async function startApp(options: AppOptions): Promise<App> {
       workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8 });
       await scheduler.start();
       cleanups.push(() => scheduler.stop());
+      await subagents.start();
+      cleanups.push(() => subagents.stop());
     }
     await delivery.startOutbox();
 

@@ -1,8 +1,18 @@
 // What a turn is, whatever runs it: its kinds, where it came from and where it speaks, and the job that starts it.
 
-export type TurnKind = 'user' | 'wake' | 'cron' | 'heartbeat' | 'subagent';
+/**
+ * `task`: a background task's own turn (spawn_subagent), in its conversation; `subagent`: the wake that brings the
+ * results of a batch of tasks back to the conversation that started them; `persona`: a message from another persona,
+ * in the inbox conversation with it.
+ */
+export type TurnKind = 'user' | 'wake' | 'cron' | 'heartbeat' | 'subagent' | 'task' | 'persona';
 
-export const BACKGROUND_KINDS: readonly TurnKind[] = ['wake', 'cron', 'heartbeat', 'subagent'];
+export const BACKGROUND_KINDS: readonly TurnKind[] = ['wake', 'cron', 'heartbeat', 'subagent', 'task', 'persona'];
+
+/** Turns whose final text is an answer: sent to their chat (a user turn, a task batch's results), or a task's result. */
+export function answersInText(kind: TurnKind, origin: Origin | undefined): boolean {
+  return kind === 'user' || kind === 'task' || kind === 'persona' || (kind === 'subagent' && origin !== undefined);
+}
 
 /** Where a turn came from: the chat (and message) to answer, when there is one. */
 export interface Origin {
@@ -43,6 +53,10 @@ export interface TurnJobData {
   deliver?: DeliveryTarget;
   /** What started a background turn (`reminder:<id>`), so a repeat can tell its previous turn is still waiting. */
   source?: string;
+  /** The personas whose messages led to this turn, oldest first (a message that would close a loop is refused). */
+  chain?: string[];
+  /** A `persona` turn whose sender waits for its reply (ask_persona). */
+  askId?: string;
 }
 
 /** The short line a failed background turn leaves in the primary chat; the details stay in the log. */

@@ -1,4 +1,5 @@
 import type { Tool } from '#src/tools/types.ts';
+import { createAskPersonaTool } from './ask-persona.ts';
 import { createAskUserTool } from './ask-user.ts';
 import { createClockTool } from './clock.ts';
 import { createEndTaskTool } from './end-task.ts';
@@ -7,7 +8,11 @@ import { createRemindTool } from './remind.ts';
 import { createReplyToOriginTool } from './reply-to-origin.ts';
 import { createScheduleWakeupTool } from './schedule-wakeup.ts';
 import { createSendMessageTool } from './send-message.ts';
+import { createSendToPersonaTool } from './send-to-persona.ts';
 import { createShellExecTool, type ShellExecOptions } from './shell-exec.ts';
+import { createSpawnSubagentTool } from './spawn-subagent.ts';
+import { createTaskCancelTool } from './task-cancel.ts';
+import { createTaskStatusTool } from './task-status.ts';
 import { createThinkHarderTool } from './think-harder.ts';
 
 /**
@@ -34,5 +39,10 @@ export function createBuiltinTools(deps: {
     createScheduleWakeupTool(),
     createRemindTool({ timezone: deps.timezone }),
     createReplyToOriginTool(),
+    createSpawnSubagentTool(),
+    createTaskStatusTool(),
+    createTaskCancelTool(),
+    createSendToPersonaTool(),
+    createAskPersonaTool(),
   ];
 }

@@ -1,3 +1,4 @@
+import { parseConversationId } from '#src/conversation-id.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Origin, TurnKind } from '#src/turns.ts';
 
@@ -29,14 +30,26 @@ function dateFormat(timezone: string): Intl.DateTimeFormat {
 export function buildSystemPrompt(ctx: PromptContext): string {
   const now = ctx.now ?? new Date();
   const when = dateFormat(ctx.timezone).format(now);
+  // A task starts afresh: a short brief of its own, never the persona's soul or its chats.
+  if (ctx.kind === 'task') return taskPrompt(ctx, when);
   const lines: string[] = [ctx.persona.soul, '', '## This turn', `- You are "${ctx.persona.name}". It is ${when} (${ctx.timezone}).`];
 
-  const background = ctx.kind !== 'user';
-  if (!background) {
+  // The results of tasks started from a chat are answered there, like a message.
+  const background = ctx.kind !== 'user' && ctx.kind !== 'persona' && !(ctx.kind === 'subagent' && ctx.origin);
+  const from = ctx.kind === 'persona' ? parseConversationId(ctx.conversationId) : undefined;
+  if (from?.kind === 'inbox') {
+    lines.push(
+      `- This is a message from the persona "${from.other}", not from a person. Your final message is your reply to it; nobody else reads it.`,
+      '- Answer what it asks with your own knowledge and tools. When a tool reports an error, say so in your reply.',
+    );
+  } else if (!background) {
     const where = ctx.origin
       ? `${ctx.origin.chatType === 'group' ? 'a group chat' : 'a direct chat'} on ${ctx.origin.connector}`
       : 'a chat';
     lines.push(`- You are talking in ${where}. Your final message is sent there as your reply.`);
+    if (ctx.kind === 'subagent') {
+      lines.push('- This turn brings the results of background tasks you started for this chat: tell the person what they found, in your own words.');
+    }
     if (ctx.origin?.chatType === 'group') lines.push('- Group messages are prefixed with the sender in brackets; answer the person who addressed you.');
     lines.push(
       '- Reply in plain prose or simple Markdown. Do not narrate tool calls or your plan; say the result.',
@@ -68,4 +81,14 @@ export function buildSystemPrompt(ctx: PromptContext): string {
     for (const s of ctx.persona.skills) lines.push(`- ${s.name}: ${s.description} (${s.file})`);
   }
   return lines.join('\n');
+}
+
+/** A background task's brief: what it is, that its last message is its report, and that nobody can be asked. */
+function taskPrompt(ctx: PromptContext, when: string): string {
+  return [
+    `You are a background task started by "${ctx.persona.name}". It is ${when} (${ctx.timezone}).`,
+    '- Do the task in the first message with the tools you have. You have no chat history, and nobody can answer questions: decide for yourself.',
+    `- Your final message is your report; it goes back to ${ctx.persona.name}, not to a person. Make it complete and concise: what you found or did, and anything that failed.`,
+    '- When a tool reports an error (timeout, invalid_arguments, denied ...), adapt or say so in your report.',
+  ].join('\n');
 }

@@ -11,14 +11,16 @@ import type { ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
 import { originTarget, primaryTarget, turnChat } from '#src/tools/targets.ts';
-import type { SchedulingApi, ToolContext } from '#src/tools/types.ts';
+import type { SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, loadHistoryWindow, type HistoryBudget } from './history.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import { createReplyStream, type ReplyStream } from './reply-stream.ts';
 import { buildSystemPrompt } from './prompt.ts';
 import { parseConversationId } from '#src/conversation-id.ts';
-import { backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
+import { answersInText, backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
+import { SUBAGENT_EXCLUDED_TOOLS, type Subagents } from '#src/subagents/service.ts';
+import type { PersonaMail } from '#src/subagents/persona-mail.ts';
 
 export interface TurnRunnerDeps {
   database: Database;
@@ -42,6 +44,10 @@ export interface TurnRunnerDeps {
   modelUrl?: string;
   /** Resolves once the files of the messages this turn reads are saved (or given up on), so the model sees them. */
   awaitDownloads?: (conversationId: string, turnId: string, signal: AbortSignal) => Promise<void>;
+  /** Background tasks: started by the tools, and told when a task's own turn ends. */
+  subagents?: Subagents;
+  /** Messages between personas: sent by the tools, and told when a message's turn ends with its reply. */
+  personaMail?: PersonaMail;
 }
 
 export interface TurnJob {
@@ -239,7 +245,12 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const { turnId, conversation } = started;
     if (data.kind === 'user') await deps.awaitDownloads?.(data.conversationId, turnId, signal);
     const history = await loadHistoryWindow(db, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
-    const offered = deps.tools.toolsFor(persona, data.kind);
+    // A task works with a fresh context and without the persona's secrets, on the tools it was given.
+    const task = data.kind === 'task' ? await deps.subagents?.task(data.conversationId) : undefined;
+    // Cancelled (or ended) before its turn began: it does nothing.
+    if (task && task.status !== 'running') return { status: 'cancelled', usage: { input: 0, output: 0 }, modelCalls: 0 };
+    if (data.kind === 'task') persona = { ...persona, secrets: {} };
+    const offered = tasksTools(deps.tools.toolsFor(persona, data.kind), persona, data.kind, task);
     // The turn acts with the authority of the least trusted person it has read: in a group, a message from someone
     // who is not one of the persona's people, read mid-turn or queued with the first, makes it act as them.
     let origin = data.origin;
@@ -277,6 +288,12 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       get scheduling() {
         return deps.scheduler?.forTurn({ persona, conversationId: data.conversationId, origin });
       },
+      get personaMail() {
+        return deps.personaMail?.forTurn({ persona, data });
+      },
+      get subagents() {
+        return deps.subagents?.forTurn({ persona, conversationId: data.conversationId, turnId, kind: data.kind, origin });
+      },
       replyTarget: data.deliver ?? (data.origin && originTarget(data.origin)),
       react: async (emoji, messageId) => {
         const origin = data.origin;
@@ -309,16 +326,17 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       scheduleName: cronName(data.conversationId),
       toolNames: offered.map((t) => t.name),
     });
-    const timeoutMs = (persona.tools.turnTimeoutSeconds ?? 0) * 1000 || deps.turnTimeoutMs || 15 * 60_000;
+    const timeoutMs =
+      data.kind === 'task' ? persona.tools.subagents.timeoutSeconds * 1000 : (persona.tools.turnTimeoutSeconds ?? 0) * 1000 || deps.turnTimeoutMs || 15 * 60_000;
     return runAgentLoop({
       model: deps.model,
       modelName: persona.tools.model ?? deps.defaultModel,
       system,
       messages: history,
       tools: { specs: deps.tools.specs(offered), list: offered, execute: (call) => deps.tools.execute(call, offered, ctx) },
-      background: data.kind !== 'user',
+      background: !answersInText(data.kind, data.origin),
       thinking: conversation.thinking || persona.tools.thinking,
-      maxIterations: persona.tools.maxIterations,
+      maxIterations: data.kind === 'task' ? persona.tools.subagents.maxIterations : persona.tools.maxIterations,
       budget: deps.history ?? DEFAULT_HISTORY_BUDGET,
       deadline: Date.now() + timeoutMs,
       signal,
@@ -357,7 +375,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
 
   async function conclude(job: TurnJob, persona: Persona, turnId: string, result: LoopResult, replyTo: string | undefined, log: Logger, stream?: ReplyStream) {
     const { data } = job;
-    if (stream?.shown() && data.origin) {
+    if (data.kind === 'persona') {
+      // A message from another persona: the answer is its reply, for the sender (waiting for it, or in its inbox).
+      await deps.personaMail?.answered(data, result.reply);
+    } else if (data.kind === 'task') {
+      // A task's answer is its result, for the conversation that started it; it is never sent to a chat. Recorded
+      // before the turn is: a crash in between reruns this, and the result is recorded (and pushed) once.
+      await deps.subagents?.finished(data, { status: result.status, reply: result.reply ?? result.summary, error: result.error });
+    } else if (stream?.shown() && data.origin) {
       // The draft becomes the reply: edited to the final text, never sent a second time as a new message.
       const sent = await stream.finish(result.reply, result.status === 'cancelled' ? ' — stopped' : '').catch((err: unknown) => {
         log.warn({ err }, 'the streamed reply could not be finished');
@@ -385,7 +410,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
     if (result.status === 'skipped' && data.kind !== 'user') await deleteTurnMessages(db, turnId);
     // Warned before the turn is recorded as finished: a crash in between reruns this, and the ledger sends it once.
-    if (result.status === 'failed' && data.kind !== 'user') await warnPrimary(persona, data, turnId, result.reason ?? result.error);
+    // A failed task is reported to its parent with the batch's results instead.
+    if (result.status === 'failed' && data.kind !== 'user' && data.kind !== 'task') await warnPrimary(persona, data, turnId, result.reason ?? result.error);
     await finishTurn(db, turnId, {
       status: result.status,
       inputTokens: result.usage.input,
@@ -441,7 +467,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
 
   /** "typing…" while a user turn works, through the process that runs the chat's connector when it is not this one. */
   function startTyping(origin: Origin | undefined, kind: TurnKind): () => void {
-    if (!origin || kind !== 'user') return () => {};
+    // A task's parent chat sees work is under way too.
+    if (!origin || (kind !== 'user' && kind !== 'task')) return () => {};
     const connector = deps.connectors.get(origin.connector);
     if (connector && (!connector.typing || !connector.capabilities.typing)) return () => {};
     const tick = () => void deps.delivery.typing({ connector: origin.connector, chat: origin.chat, thread: origin.thread }).catch(() => {});
@@ -505,4 +532,19 @@ function hash(text: string): string {
 function cronName(conversationId: string): string | undefined {
   const parts = parseConversationId(conversationId);
   return parts?.kind === 'cron' ? parts.name : undefined;
+}
+
+/**
+ * The tools a turn is offered. A task gets its persona's minus those that talk to people or start more work (it may
+ * start tasks of its own only below the depth limit), narrowed to the list it was given.
+ */
+function tasksTools(tools: Tool[], persona: Persona, kind: TurnKind, task: { depth: number; tools: string[] | null } | undefined): Tool[] {
+  if (kind !== 'task') return tools;
+  const nests = (task?.depth ?? 1) < persona.tools.subagents.maxDepth;
+  const taskTools = ['spawn_subagent', 'task_status', 'task_cancel'];
+  return tools.filter(
+    (t) =>
+      (!(SUBAGENT_EXCLUDED_TOOLS as readonly string[]).includes(t.name) || (nests && taskTools.includes(t.name))) &&
+      (!task?.tools || task.tools.includes(t.name) || t.name === 'end_task'),
+  );
 }

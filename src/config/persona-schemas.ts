@@ -17,6 +17,8 @@ export const connectorsSchema = {
       required: ['connector', 'to'],
       properties: { connector: connectorId, to: { type: 'string', minLength: 1 }, thread: { type: 'string' } },
     },
+    // Other personas that may write to this one (send_to_persona, ask_persona); none by default.
+    personas: { type: 'array', items: { type: 'string', pattern: '^[a-z0-9][a-z0-9_-]*$' }, uniqueItems: true },
     channels: {
       type: 'array',
       items: {
@@ -54,6 +56,18 @@ export const toolsSchema = {
     approvalTimeoutSeconds: { type: 'integer', minimum: 1, maximum: 7200 },
     // Commands run in a sandbox (bubblewrap); "unsandboxed" is the owner's explicit choice where none is available.
     shell: { enum: ['sandboxed', 'unsandboxed'] },
+    // Background tasks (spawn_subagent): how deep they nest, how many a turn starts and run at once, each one's budget.
+    subagents: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        maxDepth: { type: 'integer', minimum: 0, maximum: 3 },
+        perTurn: { type: 'integer', minimum: 1, maximum: 20 },
+        running: { type: 'integer', minimum: 1, maximum: 16 },
+        maxIterations: { type: 'integer', minimum: 1, maximum: 200 },
+        timeoutSeconds: { type: 'integer', minimum: 10, maximum: 7200 },
+      },
+    },
   },
 } as const;
 

@@ -43,6 +43,8 @@ export interface Persona {
   approvers: string[];
   primary?: Destination;
   channels: ChannelConfig[];
+  /** Other personas that may write to this one (send_to_persona, ask_persona). */
+  personas: string[];
   tools: {
     deny: string[];
     approve: string[];
@@ -57,6 +59,7 @@ export interface Persona {
     approvalTimeoutSeconds?: number;
     /** How commands run: in the sandbox (the default), or, by the owner's explicit choice, without one. */
     shell: 'sandboxed' | 'unsandboxed';
+    subagents: SubagentLimits;
   };
   schedules: ScheduleEntry[];
   /** Persona secrets from its `.env`: handed to tools by name, never shown to the model. */
@@ -64,6 +67,22 @@ export interface Persona {
   workspace: string;
   skills: { name: string; description: string; file: string }[];
 }
+
+/** What a persona's background tasks (spawn_subagent) may do; each limit is refused with a clear tool result. */
+export interface SubagentLimits {
+  /** How deep tasks nest: 1, a task cannot start tasks of its own. */
+  maxDepth: number;
+  /** Tasks one turn may start. */
+  perTurn: number;
+  /** Tasks of the persona running at once; the rest wait their turn. */
+  running: number;
+  /** Model calls a task may make. */
+  maxIterations: number;
+  /** How long a task may run. */
+  timeoutSeconds: number;
+}
+
+export const SUBAGENT_DEFAULTS: SubagentLimits = { maxDepth: 1, perTurn: 5, running: 4, maxIterations: 20, timeoutSeconds: 600 };
 
 const ajv = new Ajv({ allErrors: false, strict: true });
 const validateConnectors = ajv.compile(connectorsSchema);
@@ -119,6 +138,7 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
     approvers?: string[];
     primary?: Destination;
     channels?: (Omit<ChannelConfig, 'mention'> & { mention?: boolean })[];
+    personas?: string[];
   };
   const tools = readJsonc(path.join(dir, 'tools.jsonc'), validateTools, {}) as Partial<Persona['tools']>;
   const schedules = loadSchedules(dir);
@@ -145,6 +165,7 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
     approvers: connectors.approvers ?? users,
     primary: connectors.primary,
     channels: (connectors.channels ?? []).map((c) => ({ ...c, mention: c.mention ?? true })),
+    personas: connectors.personas ?? [],
     tools: {
       deny: tools.deny ?? [],
       approve: tools.approve ?? [],
@@ -156,6 +177,7 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
       turnTimeoutSeconds: tools.turnTimeoutSeconds,
       approvalTimeoutSeconds: tools.approvalTimeoutSeconds,
       shell: tools.shell ?? 'sandboxed',
+      subagents: { ...SUBAGENT_DEFAULTS, ...tools.subagents },
     },
     schedules,
     secrets,

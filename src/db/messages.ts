@@ -114,3 +114,23 @@ export async function transcript(
     .limit(limit);
   return rows.reverse().map((r) => ({ id: r.id, message: r.content as ChatMessage, sender: r.sender, createdAt: r.createdAt }));
 }
+
+/** How many model answers a conversation holds (a task's steps so far). */
+export async function countAssistantMessages(db: Queryable, conversationId: string): Promise<number> {
+  const [row] = await db
+    .select({ n: sql<number>`count(*)::int` })
+    .from(messages)
+    .where(and(eq(messages.conversationId, conversationId), eq(messages.role, 'assistant')));
+  return row?.n ?? 0;
+}
+
+/** The tool a conversation ran last, if any. */
+export async function lastToolName(db: Queryable, conversationId: string): Promise<string | undefined> {
+  const [row] = await db
+    .select({ name: sql<string>`${messages.content}->>'name'` })
+    .from(messages)
+    .where(and(eq(messages.conversationId, conversationId), eq(messages.role, 'tool')))
+    .orderBy(desc(messages.id))
+    .limit(1);
+  return row?.name ?? undefined;
+}

@@ -168,6 +168,53 @@ export const conversationThreads = pgTable(
   (t) => [primaryKey({ columns: [t.connector, t.chat, t.thread] }), index('conversation_threads_created_idx').on(t.createdAt)],
 );
 
+/**
+ * A persona's background task (spawn_subagent): its own conversation `<persona>:sub:<handle>`, run as a turn job;
+ * its result goes back to the conversation that started it, with the others of its batch (one wake per batch).
+ */
+export const subagentTasks = pgTable(
+  'subagent_tasks',
+  {
+    handle: text('handle').primaryKey(),
+    persona: text('persona').notNull(),
+    label: text('label'),
+    task: text('task').notNull(),
+    /** The tools it may use, when narrowed by the parent. */
+    tools: jsonb('tools').$type<string[]>(),
+    depth: integer('depth').notNull().default(1),
+    parentConversationId: text('parent_conversation_id').notNull(),
+    parentTurnId: uuid('parent_turn_id').notNull(),
+    /** The chat the parent turn answers in: approvals of the task and its results go there. */
+    origin: jsonb('origin'),
+    /** queued, running, then ok, failed, cancelled or timeout. */
+    status: text('status').notNull().default('queued'),
+    result: text('result'),
+    error: text('error'),
+    createdAt: createdAt(),
+    startedAt: timestamp('started_at', { withTimezone: true }),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+    /** When its result went to the parent conversation (at most once). */
+    pushedAt: timestamp('pushed_at', { withTimezone: true }),
+  },
+  (t) => [
+    index('subagent_tasks_batch_idx').on(t.parentTurnId),
+    index('subagent_tasks_parent_idx').on(t.parentConversationId, t.createdAt),
+    index('subagent_tasks_persona_idx').on(t.persona, t.status),
+  ],
+);
+
+/** A persona waiting for another persona's reply (ask_persona); answered once, or given up on (then the reply goes to the inbox). */
+export const personaAsks = pgTable('persona_asks', {
+  id: uuid('id').primaryKey(),
+  source: text('source').notNull(),
+  target: text('target').notNull(),
+  /** waiting, answered or abandoned. */
+  status: text('status').notNull().default('waiting'),
+  reply: text('reply'),
+  createdAt: createdAt(),
+  answeredAt: timestamp('answered_at', { withTimezone: true }),
+});
+
 /** When an unknown sender was last told how to get access, so they hear it at most once a day. */
 export const senderNotices = pgTable(
   'sender_notices',

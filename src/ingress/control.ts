@@ -46,6 +46,8 @@ export function createCommandHandler(deps: {
   defaultModel: string;
   /** Stops a turn running in this process at once; other processes hear it on the cancel channel. */
   cancelLocal: (turnId: string) => boolean;
+  /** Cancels the background tasks a conversation started (its /stop stops them too); resolves with how many. */
+  cancelTasks?: (conversationId: string) => Promise<number>;
 }): CommandHandler {
   const { db } = deps;
 
@@ -87,9 +89,11 @@ export function createCommandHandler(deps: {
     switch (command.name) {
       case 'stop': {
         const stopped = await stop(conversationId);
-        if (stopped === 'stopped') return 'Stopped.';
-        if (stopped === 'idle') return 'Nothing is running.';
-        return stopped.setAside === 1 ? 'Stopped: I will not answer that message.' : `Stopped: I will not answer those ${stopped.setAside} messages.`;
+        const tasks = (await deps.cancelTasks?.(conversationId)) ?? 0;
+        const alsoTasks = tasks ? ` ${tasks === 1 ? 'One background task is' : `${tasks} background tasks are`} cancelled too.` : '';
+        if (stopped === 'stopped') return `Stopped.${alsoTasks}`;
+        if (stopped === 'idle') return tasks ? `Cancelled ${tasks === 1 ? 'one background task' : `${tasks} background tasks`}.` : 'Nothing is running.';
+        return (stopped.setAside === 1 ? 'Stopped: I will not answer that message.' : `Stopped: I will not answer those ${stopped.setAside} messages.`) + alsoTasks;
       }
       case 'new':
         await resetConversationHistory(db, conversationId);

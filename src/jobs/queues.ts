@@ -7,7 +7,14 @@ export const QUEUES = {
   reminder: 'reminder',
   /** Heartbeat and cron entries of `schedules.jsonc`: pg-boss schedules send one job per occurrence. */
   cron: 'cron',
+  /** A batch of background tasks (spawn_subagent) has results for the conversation that started it. */
+  subagentPush: 'subagent-push',
 } as const;
+
+export interface SubagentPushJobData {
+  /** The parent turn whose tasks these are. */
+  batch: string;
+}
 
 export interface ReminderJobData {
   reminderId: string;

@@ -1,3 +1,4 @@
+import { parseConversationId } from '#src/conversation-id.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Queryable } from '#src/db/client.ts';
 import { hasToolGrant } from '#src/db/questions.ts';
@@ -29,13 +30,17 @@ export function approvalText(ask: { persona: string; tool: string; askedBy?: str
  * (or is the local owner); else the persona's primary chat; else the first approver's DM. `askedBy` names the
  * person who asked when the question goes elsewhere.
  */
-export function approvalDestination(ctx: Pick<ToolContext, 'persona' | 'kind' | 'origin'>): { destination?: DeliveryTarget; askedBy?: string } {
+export function approvalDestination(ctx: Pick<ToolContext, 'persona' | 'kind' | 'origin' | 'conversationId'>): { destination?: DeliveryTarget; askedBy?: string } {
   const { persona, origin } = ctx;
-  if (ctx.kind === 'user' && origin) {
-    if (origin.trusted || (origin.sender && persona.approvers.includes(origin.sender))) return { destination: originTarget(origin) };
-    const askedBy = `${origin.sender ?? 'someone'} in ${origin.connector}:${origin.chat}`;
+  // A task asks in the chat it works for (where its parent turn was), naming itself.
+  const task = ctx.kind === 'task' ? parseConversationId(ctx.conversationId) : undefined;
+  const by = task?.kind === 'subagent' ? `subagent ${task.handle}` : undefined;
+  if ((ctx.kind === 'user' || ctx.kind === 'task') && origin) {
+    if (origin.trusted || (origin.sender && persona.approvers.includes(origin.sender))) return { destination: originTarget(origin), askedBy: by };
+    const askedBy = `${by ? `${by} for ` : ''}${origin.sender ?? 'someone'} in ${origin.connector}:${origin.chat}`;
     return { destination: primaryTarget(persona) ?? approverDm(persona), askedBy };
   }
+  if (by) return { destination: primaryTarget(persona) ?? approverDm(persona), askedBy: by };
   return { destination: primaryTarget(persona) ?? approverDm(persona) };
 }
 

@@ -13,9 +13,12 @@ export function originTarget(origin: Origin): DeliveryTarget {
   return { connector: origin.connector, chat: origin.chat, thread: origin.thread };
 }
 
-/** Where a turn asks a person: a user turn in its own chat, a background turn in the persona's primary. */
+/**
+ * Where a turn asks a person: a user turn in its own chat (a task in the chat it works for), a background turn in
+ * the persona's primary.
+ */
 export function turnChat(kind: TurnKind, origin: Origin | undefined, persona: Persona): DeliveryTarget | undefined {
-  return kind === 'user' && origin ? originTarget(origin) : primaryTarget(persona);
+  return (kind === 'user' || kind === 'task') && origin ? originTarget(origin) : primaryTarget(persona);
 }
 
 /**

@@ -21,13 +21,34 @@ export interface ToolContext {
   remoteMethod(request: RemoteMethodRequest): Promise<unknown>;
   /** Persists and shows an `ask_user` question; its answer arrives later as a message in this conversation. */
   askUser(request: { question: string; choices: ChoiceSpec[]; expiresInMs: number; destination: DeliveryTarget }): Promise<{ id: string; short: string }>;
+  /** Messages to other personas (send_to_persona, ask_persona); absent where they are not available. */
+  personaMail?: PersonaMailApi;
+  /** Background tasks (spawn_subagent, task_status, task_cancel); absent where they are not available. */
+  subagents?: SubagentsApi;
   /** Wake-ups, reminders and schedules; absent where no scheduler runs. */
   scheduling?: SchedulingApi;
   /** Where a scheduled turn's `reply_to_origin` delivers: the captured target, else the origin chat. */
   replyTarget?: DeliveryTarget;
-  /** Reacts with an emoji to a message in the turn's chat (the triggering message when none is named). */
-  /** Sets a reaction (Unicode emoji): `done`, or `queued` for the process that runs the chat's connector. */
+  /**
+   * Reacts with a Unicode emoji to a message in the turn's chat (the triggering message when none is named):
+   * `done`, or `queued` for the process that runs the chat's connector.
+   */
   react(emoji: string, messageId?: string): Promise<'done' | 'queued'>;
+}
+
+export interface PersonaMailApi {
+  send(persona: string, text: string): Promise<{ sent: true } | { error: string }>;
+  /** Waits for the reply up to `timeoutMs`; `pending` when it did not come in time (it goes to the inbox then). */
+  ask(persona: string, text: string, timeoutMs: number, signal: AbortSignal): Promise<{ reply: string } | { pending: true } | { error: string }>;
+}
+
+export interface SubagentsApi {
+  /** Starts a task in the background: its handle at once (and whether it waits for a free place), or why not. */
+  spawn(args: { task: string; tools?: string[]; label?: string }): Promise<{ handle: string; queued: boolean } | { error: string }>;
+  /** The conversation's tasks (or one), one line each. */
+  status(handle?: string): Promise<string>;
+  /** Cancels a task, or `all` of the conversation's unfinished ones. */
+  cancel(which: string): Promise<string>;
 }
 
 /** A choice offered to a person: its label, and the value the tool receives (the label when absent). */

@@ -1,6 +1,6 @@
 // Test builders: a Persona with safe defaults, and a ToolContext whose deliver() records every call.
 import pino from 'pino';
-import type { Persona } from '#src/config/persona.ts';
+import { SUBAGENT_DEFAULTS, type Persona } from '#src/config/persona.ts';
 import type { ToolContext } from '#src/tools/types.ts';
 import type { DeliveryResult, DeliveryTarget, Origin, TurnKind } from '../../src/turns.ts';
 
@@ -16,12 +16,13 @@ export function makePersona(overrides: PersonaOverrides = {}): Persona {
     users: [],
     approvers: [],
     channels: [],
+    personas: [],
     schedules: [],
     secrets: {},
     workspace: '/tmp/parlor-test/personas/tester/workspace',
     skills: [],
     ...rest,
-    tools: { deny: [], approve: [], allow: [], thinking: false, stream: false, shell: 'sandboxed', ...tools },
+    tools: { deny: [], approve: [], allow: [], thinking: false, stream: false, shell: 'sandboxed', subagents: SUBAGENT_DEFAULTS, ...tools },
   };
 }
 
