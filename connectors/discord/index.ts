@@ -102,6 +102,8 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       log.error({ code: event.code }, state.detail);
     });
     next.on(Events.ShardReconnecting, () => {
+      // Stopping closes the connection too.
+      if (stopper.signal.aborted) return;
       state = { state: 'down', detail: 'gateway connection lost; reconnecting' };
       log.warn('Discord gateway connection lost; reconnecting');
     });
