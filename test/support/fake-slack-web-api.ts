@@ -101,6 +101,7 @@ export function createSlackWorkspace(config: {
   const responseUrls = new Map<string, { channel: string; ts: string; user: string; thread_ts?: string }>();
   const uploads = new Map<string, SlackFile & { uploaded: boolean }>();
   const statuses: { channel: string; thread_ts: string; status: string }[] = [];
+  const personFiles = new Map<string, { id: string; name: string; size: number; bytes: Buffer; mimetype: string }>();
 
   const channelOf = (channel: string) => store.get(channel) ?? store.set(channel, []).get(channel)!;
   const findMessage = (channel: string, ts: string) => store.get(channel)?.find((m) => m.ts === ts && !m.deleted);
@@ -280,6 +281,12 @@ export function createSlackWorkspace(config: {
       const shares = share ? { [channelTypeOf(share.channel) === 'channel' ? 'public' : 'private']: { [share.channel]: [{ ts: share.ts, ...(share.thread_ts && { thread_ts: share.thread_ts }) }] } } : {};
       return { ok: true, files: files.map(({ id: fileId, name, title, size }) => ({ id: fileId, name, title, size, shares })) };
     },
+    'files.info': (body) => {
+      const file = personFiles.get(String(body.file ?? ''));
+      if (!file) return fail('file_not_found');
+      const { bytes: _bytes, ...fields } = file;
+      return { ok: true, file: { ...fields, url_private: `${baseUrl()}/files-pri/${id.teamId}-${file.id}/${encodeURIComponent(file.name)}`, url_private_download: `${baseUrl()}/files-pri/${id.teamId}-${file.id}/download/${encodeURIComponent(file.name)}` } };
+    },
     'assistant.threads.setStatus': (body) => {
       if (!isChannelId(body.channel_id) || !body.thread_ts) return fail('invalid_arguments');
       statuses.push({ channel: body.channel_id, thread_ts: body.thread_ts, status: String(body.status ?? '') });
@@ -318,8 +325,34 @@ export function createSlackWorkspace(config: {
     return true;
   }
 
-  function userPost(fields: { user: string; channel: string; text: string; thread_ts?: string }) {
+  /** A file a person shares: files.info knows it, and its url_private_download serves its bytes to the bot token. */
+  function personFile(file: { name: string; bytes: Buffer; mimetype?: string }) {
+    const fileId = slackId('F');
+    const stored = { id: fileId, name: file.name, size: file.bytes.length, bytes: file.bytes, mimetype: file.mimetype ?? 'application/octet-stream' };
+    personFiles.set(fileId, stored);
+    return {
+      id: fileId,
+      name: stored.name,
+      title: stored.name,
+      mimetype: stored.mimetype,
+      filetype: stored.name.split('.').pop(),
+      size: stored.size,
+      mode: 'hosted',
+      url_private: `${baseUrl()}/files-pri/${id.teamId}-${fileId}/${encodeURIComponent(stored.name)}`,
+      url_private_download: `${baseUrl()}/files-pri/${id.teamId}-${fileId}/download/${encodeURIComponent(stored.name)}`,
+    };
+  }
+
+  /** The bytes behind a url_private(_download) path, for the bot token only (Slack answers others with a login page). */
+  function download(pathname: string, token: string | undefined): Buffer | undefined {
+    const fileId = /^\/files-pri\/[^-/]+-([^/]+)\//.exec(pathname)?.[1];
+    if (!fileId || token !== id.botToken) return undefined;
+    return personFiles.get(fileId)?.bytes;
+  }
+
+  function userPost(fields: { user: string; channel: string; text: string; thread_ts?: string; files?: { name: string; bytes: Buffer; mimetype?: string }[] }) {
     const m: SlackMessage = { channel: fields.channel, ts: nextTs(), user: fields.user, text: fields.text, thread_ts: fields.thread_ts, reactions: [], edits: 0, deleted: false };
+    const files = fields.files?.map(personFile);
     channelOf(fields.channel).push(m);
     const common = {
       user: m.user,
@@ -331,6 +364,7 @@ export function createSlackWorkspace(config: {
       channel: m.channel,
       event_ts: m.ts,
       ...(m.thread_ts && { thread_ts: m.thread_ts, parent_user_id: findMessage(m.channel, m.thread_ts)?.user }),
+      ...(files && { files, upload: false, subtype: 'file_share', display_as_bot: false }),
     };
     return { app_mention: { type: 'app_mention', ...common }, message: { type: 'message', ...common, channel_type: channelTypeOf(m.channel) } };
   }
@@ -378,6 +412,7 @@ export function createSlackWorkspace(config: {
     upload,
     respond,
     userPost,
+    download,
     blockActions,
     findMessage,
     ephemerals,

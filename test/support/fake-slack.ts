@@ -129,8 +129,8 @@ export interface FakeSlack extends SlackIdentity {
   deliverOverHttp(target: HttpTarget | undefined): void;
   waitForConnection(total?: number, timeoutMs?: number): Promise<void>;
 
-  /** A person's DM to the bot: a `message` event with `channel_type: 'im'`. */
-  dm(message: { user: string; text: string; thread_ts?: string }): Promise<Delivery>;
+  /** A person's DM to the bot: a `message` event with `channel_type: 'im'`; with files, a `file_share`. */
+  dm(message: { user: string; text: string; thread_ts?: string; files?: { name: string; bytes: Buffer; mimetype?: string }[] }): Promise<Delivery>;
   /** A mention of the bot: `app_mention` and the matching `message`, two envelopes as Slack sends them. */
   mention(message: { user: string; channel: string; text: string; thread_ts?: string; messageFirst?: boolean }): Promise<{ mention: Delivery; message: Delivery }>;
   /** A person's post in a channel that does not mention the bot. */
@@ -241,6 +241,12 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     const route = async () => {
       if (path.startsWith('/api/')) return handleApi(req, res, path.slice('/api/'.length));
       const { body, raw } = await readRequestBody(req);
+      if (path.startsWith('/files-pri/')) {
+        const bytes = workspace.download(path, /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1]);
+        if (!bytes) return send(res, 302, 'Found', { location: 'https://slack.com/signin' });
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) });
+        return void res.end(bytes);
+      }
       if (path.startsWith('/upload/v1/')) {
         const length = workspace.upload(path.slice('/upload/v1/'.length), body, raw);
         return length === undefined ? send(res, 404, 'Not Found') : send(res, 200, `OK - ${length}`);
@@ -429,8 +435,8 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     async waitForConnection(total = 1, timeoutMs = 10_000) {
       await waitFor(() => totalConnections >= total && openConnections() > 0, timeoutMs);
     },
-    dm({ user, text, thread_ts }) {
-      return sendEvent(workspace.userPost({ user, channel: imChannelFor([user]), text, thread_ts }).message);
+    dm({ user, text, thread_ts, files }) {
+      return sendEvent(workspace.userPost({ user, channel: imChannelFor([user]), text, thread_ts, files }).message);
     },
     async mention({ user, channel, text, thread_ts, messageFirst = false }) {
       const withMention = text.includes(`<@${id.botUserId}>`) ? text : `<@${id.botUserId}> ${text}`;
