@@ -1,6 +1,6 @@
 // Background tasks a persona starts (spawn_subagent): each a row, then a turn job in a conversation of its own, run
 // by whichever worker process is free; their results go back to the conversation that started them, as one wake
-// turn per batch. Every step is in Postgres, so a restart loses nothing and pushes nothing twice.
+// turn per batch (the tasks one turn started), once the last of them has ended. Every step is in Postgres, so a restart loses nothing and pushes nothing twice.
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
@@ -41,8 +41,6 @@ export const SUBAGENT_EXCLUDED_TOOLS = [
 
 /** How much of a task's final text its parent reads in the wake (the rest stays in the task's conversation). */
 export const RESULT_LIMIT = 2000;
-/** Tasks of one batch that end this close together arrive in one wake. */
-const GATHER_MS = 3000;
 
 /** What ended a task's turn, as the turn runner saw it. */
 export interface TaskOutcome {
@@ -54,7 +52,7 @@ export interface TaskOutcome {
 export interface Subagents {
   /** The tools' view, for one turn. */
   forTurn(ctx: Pick<ToolContext, 'persona' | 'conversationId' | 'turnId' | 'kind' | 'origin'>): SubagentsApi;
-  /** A task's turn ended: its result is recorded, the next queued task starts, and its batch's wake is scheduled. */
+  /** A task's turn ended: its result is recorded, the next queued task starts, and the batch's wake goes if it was the last. */
   finished(data: TurnJobData, outcome: TaskOutcome): Promise<void>;
   /** Cancels a conversation's tasks (the chat's /stop); resolves with how many. */
   cancelConversation(conversationId: string): Promise<number>;
@@ -96,13 +94,13 @@ export function createSubagents(deps: {
     }
   }
 
-  /** Schedules the batch's wake: at once when every task of it has ended, else a moment later, gathering the rest. */
+  /**
+   * Once every task of the batch has ended, its one wake is sent (a job, so a crash before it runs loses nothing);
+   * the tasks that end before the last wait for it.
+   */
   async function schedulePush(tx: Queryable, parentTurnId: string) {
-    const done = await batchFinished(tx, parentTurnId);
-    await deps.jobs.send(QUEUES.subagentPush, { batch: parentTurnId } satisfies SubagentPushJobData, {
-      tx,
-      ...(done ? {} : { startAfter: new Date(Date.now() + GATHER_MS) }),
-    });
+    if (!(await batchFinished(tx, parentTurnId))) return;
+    await deps.jobs.send(QUEUES.subagentPush, { batch: parentTurnId } satisfies SubagentPushJobData, { tx });
   }
 
   /** One wake in the parent conversation with every ended task of the batch not pushed yet; nothing when none is. */

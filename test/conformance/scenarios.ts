@@ -393,6 +393,32 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
+    name: 'three background tasks, one failing: an answer at once, then one message with all three results, in the same chat',
+    timeoutMs: 30_000,
+    async run(d) {
+      d.model.setDefault((req) => {
+        if (req.system.startsWith('You are a background task')) {
+          return req.lastUserText.includes('gamma') ? { status: 500, text: 'the model is down' } : { text: `found ${req.lastUserText.split(' ').at(-1)}` };
+        }
+        if (req.lastUserText.startsWith('[subagent result')) return { text: `Results:\n${req.lastUserText}` };
+        const last = (req.body.messages as { role: string }[]).at(-1)!;
+        return last.role === 'tool'
+          ? { text: 'Working on it.' }
+          : { toolCalls: ['alpha', 'beta', 'gamma'].map((x) => ({ name: 'spawn_subagent', arguments: { task: `research ${x}`, label: x } })) };
+      });
+      await d.dm('owner', 'compare alpha, beta and gamma');
+      await waitForMessage(d, 'dm:owner', /^Working on it\.$/);
+      const results = await waitForMessage(d, 'dm:owner', /^Results:/, 25_000);
+      expect(results.text).toMatch(/"alpha": ok\s+found alpha/);
+      expect(results.text).toMatch(/"beta": ok\s+found beta/);
+      expect(results.text).toMatch(/"gamma": failed/);
+      await d.idle('dm:owner');
+      await sleep(QUIET_MS);
+      expect(d.sent('dm:owner').map((m) => m.text.split('\n')[0])).toEqual(['Working on it.', 'Results:']);
+      expect(d.model.requests.filter((r) => r.lastUserText.startsWith('[subagent result'))).toHaveLength(1);
+    },
+  },
+  {
     name: 'a streamed answer grows in one message and ends equal to the final text, never sent twice',
     async run(d) {
       d.setStreaming(true);
