@@ -64,10 +64,9 @@ const marked = new Marked({
       const lines = token.items.map((item, i) => {
         const marker = token.ordered ? `${start + i}.` : '•';
         // Each block of the item on its own line (a tight item's text runs straight into a nested list otherwise).
-        const body = item.tokens
-          .map((token) => this.parser.parse([token]).trim())
-          .filter(Boolean)
-          .join('\n')
+        const blocks = item.tokens.filter((token) => token.type !== 'checkbox').map((token) => this.parser.parse([token]).trim());
+        const box = item.task ? (item.checked ? '☑ ' : '☐ ') : '';
+        const body = (box + blocks.filter(Boolean).join('\n'))
           .split(/(```[\s\S]*?```)/)
           .map((text, j) => (j % 2 ? text : text.replace(/\n\n+/g, '\n').replace(/\n/g, '\n    ')))
           .join('');
