@@ -1,17 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import {
   Client,
   DiscordAPIError,
   Events,
-  HTTPError,
   MessageFlags,
   Partials,
-  RateLimitError,
   Routes,
   type Channel,
   type Interaction,
@@ -35,7 +30,9 @@ import {
 import { ConfigError } from '#src/config/errors.ts';
 import { sleep } from '#src/retry.ts';
 import { componentsFor } from './components.ts';
+import { downloadAttachment } from './download.ts';
 import { createDiscordDraft, EDIT_LIMITS } from './draft.ts';
+import { describe, refusesContent, startError, toPlatformError } from './errors.ts';
 import { formatForDiscord, plainForDiscord, TEXT_LIMIT } from './format.ts';
 import { intentBits, MESSAGE_CONTENT_REFUSED } from './intents.ts';
 import { normalizeClick, normalizeMessage, normalizeReaction, type BotIdentity } from './normalize.ts';
@@ -54,7 +51,6 @@ export interface DiscordOptions {
 const ALLOWED_MENTIONS = { parse: ['users'], replied_user: true };
 /** Files per message Discord takes. */
 const FILES_PER_MESSAGE = 10;
-const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
 const MAX_START_RETRY_MS = 60_000;
 /** Said privately to someone whose click could not be recorded. */
 const CLICK_FAILED = 'Sorry, that click could not be recorded; please try again in a moment.';
@@ -68,7 +64,8 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
   const log = options.log.child({ connector: 'discord' });
   const api = options.apiUrl?.replace(/\/v\d+\/?$/, '');
   let client: Client | undefined;
-  let bot: BotIdentity | undefined;
+  /** Who the bot is: known from READY on, before discord.js hands over the events that came while it connected. */
+  const me = (): BotIdentity | undefined => (client?.user ? { id: client.user.id, username: client.user.username } : undefined);
   let handler: InboundHandler | undefined;
   let state: ConnectorStatus = { state: 'starting' };
   let starting: Promise<void> | undefined;
@@ -118,6 +115,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
   }
 
   function onMessage(message: Message | PartialMessage, kind: 'message' | 'edit') {
+    const bot = me();
     // The bot's own messages come back over the gateway; they never reach the core.
     if (!bot || message.author?.id === bot.id) return;
     channels.add(message.channelId);
@@ -125,13 +123,14 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       const full = message.partial ? await message.fetch() : message;
       // An update without a new text (an embed unfolding, a pin) is no edit.
       if (kind === 'edit' && full.editedTimestamp === null) return undefined;
-      if (full.author.id === bot!.id) return undefined;
+      if (full.author.id === bot.id) return undefined;
       await knownChannel(full);
-      return normalizeMessage(full, bot!, kind);
+      return normalizeMessage(full, bot, kind);
     }, handle);
   }
 
   function onReaction(reaction: MessageReaction | PartialMessageReaction, user: User | PartialUser) {
+    const bot = me();
     if (!bot || user.id === bot.id) return;
     queue.add(reaction.message.channelId, async () => {
       const full = reaction.partial ? await reaction.fetch() : reaction;
@@ -201,7 +200,6 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       if (client === next) client = undefined;
       throw startError(err);
     }
-    bot = { id: next.user!.id, username: next.user!.username };
     state = { state: 'up' };
     log.info({ bot: next.user!.tag, messageContent: options.messageContent ?? false }, 'connected to the Discord gateway');
   }
@@ -373,29 +371,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       await rest().post(Routes.channelTyping(await channelFor(chat, thread)));
     },
 
-    async download(attachment, directory) {
-      const [channelId, messageId, attachmentId] = (attachment.fileId ?? '').split('/');
-      if (!channelId || !messageId || !attachmentId) throw new Error(`not a Discord attachment: ${attachment.fileId}`);
-      // Discord's file URLs are signed and expire: the message is read again for a fresh one.
-      const message = (await rest().get(Routes.channelMessage(channelId, messageId))) as { attachments?: { id: string; url: string; filename: string }[] };
-      const file = message.attachments?.find((a) => a.id === attachmentId);
-      if (!file) throw new Error('the attachment is gone from its message');
-      const signal = AbortSignal.any([stopper.signal, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
-      const response = await fetch(file.url, { signal });
-      if (!response.ok || !response.body) throw new Error(`file download answered HTTP ${response.status}`);
-      await fs.mkdir(directory, { recursive: true });
-      const target = path.join(directory, uploadName(attachment.name ?? file.filename, attachmentId));
-      // Streamed to a hidden name, then renamed: a half-written file never looks like a finished one.
-      const partial = path.join(directory, `.${path.basename(target)}.${randomBytes(4).toString('hex')}.part`);
-      try {
-        await pipeline(Readable.fromWeb(response.body as never), createWriteStream(partial), { signal });
-        await fs.rename(partial, target);
-      } catch (err) {
-        await fs.rm(partial, { force: true });
-        throw err;
-      }
-      return target;
-    },
+    download: (attachment, directory) => downloadAttachment(rest(), attachment, directory, stopper.signal),
 
     draft(target) {
       const channel = channelFor(target.chat, target.thread);
@@ -428,52 +404,3 @@ export function reactionEmoji(emoji: string): string {
   return custom ? `${custom[1]}:${custom[2]}` : emoji.trim();
 }
 
-/** Invalid Form Body naming the content: what Discord says of text it will not take. */
-function refusesContent(err: unknown): boolean {
-  if (!(err instanceof DiscordAPIError) || err.code !== 50035) return false;
-  const errors = (err.rawError as { errors?: Record<string, unknown> }).errors;
-  return !errors || 'content' in errors;
-}
-
-/** A safe, unique file name: the sender's name for it plus the end of the attachment's id. */
-function uploadName(name: string, attachmentId: string): string {
-  const original = path.basename(name).replace(/[^\w.-]+/g, '_') || 'file';
-  const ext = path.extname(original);
-  return `${path.basename(original, ext).slice(0, 60)}-${attachmentId.slice(-8)}${ext}`;
-}
-
-/** Once part of a message is out, retrying the whole send would repeat it: such a failure is final. */
-function toPlatformError(err: unknown, method: string, partlySent: boolean): PlatformError {
-  if (err instanceof PlatformError) return err;
-  if (err instanceof DiscordAPIError) {
-    return new PlatformError(
-      { platform: 'discord', method, status: err.status, retryable: !partlySent && (err.status === 429 || err.status >= 500), message: `${err.message} (${err.code})` },
-      { cause: err },
-    );
-  }
-  if (err instanceof RateLimitError) {
-    return new PlatformError({ platform: 'discord', method, status: 429, retryAfterMs: err.retryAfter, retryable: !partlySent, message: err.message }, { cause: err });
-  }
-  if (err instanceof HTTPError) {
-    return new PlatformError({ platform: 'discord', method, status: err.status, retryable: !partlySent && err.status >= 500, message: err.message }, { cause: err });
-  }
-  // Network errors (discord.js has retried them already).
-  return new PlatformError({ platform: 'discord', method, retryable: !partlySent, message: describe(err) }, { cause: err });
-}
-
-function describe(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
-/** A refused token or intent is the operator's to fix: start-up stops with what to do. */
-function startError(err: unknown): unknown {
-  if (err instanceof ConfigError) return err;
-  const code = (err as { code?: unknown }).code;
-  if (code === 'TokenInvalid' || (err instanceof DiscordAPIError && err.status === 401)) {
-    return new ConfigError(
-      'DISCORD_BOT_TOKEN was refused by Discord (401 Unauthorized); in the Developer Portal open the application → Bot → Reset Token, and set DISCORD_BOT_TOKEN to the new token',
-    );
-  }
-  if (err instanceof Error && /disallowed intents/i.test(err.message)) return new ConfigError(MESSAGE_CONTENT_REFUSED);
-  return err;
-}

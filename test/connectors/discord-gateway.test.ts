@@ -9,7 +9,7 @@ import { createDiscordConnector } from '../../connectors/discord/index.ts';
 import { MESSAGE_CONTENT_REFUSED } from '../../connectors/discord/intents.ts';
 import { ConfigError } from '../../src/config/errors.ts';
 import type { InboundEvent } from '../../src/connector.ts';
-import { Intent, startFakeDiscord } from '../support/fake-discord.ts';
+import { Intent, startFakeDiscord, type GatewayFrame } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
 import { startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
 
@@ -91,6 +91,28 @@ describe('Discord gateway', () => {
     expect(h.llm.requests).toHaveLength(4);
     const stored = await storedEvents(h);
     for (const message of whileAway) expect(stored.filter((id) => id === message.id)).toHaveLength(1);
+  });
+
+  it('a DM that comes while it connects (before discord.js is ready) is answered', async () => {
+    const push = h.fake.frames.push.bind(h.fake.frames);
+    let sent = false;
+    // As soon as Discord has said READY to the new connection, Bo writes.
+    h.fake.frames.push = (...frames: GatewayFrame[]) => {
+      const n = push(...frames);
+      if (!sent && frames.some((f) => f.direction === 'out' && f.t === 'READY')) {
+        sent = true;
+        h.fake.sendDm({ from: 'bo', content: 'while you were connecting' });
+      }
+      return n;
+    };
+    try {
+      await h.restartConnector();
+    } finally {
+      h.fake.frames.push = push;
+    }
+    expect(sent).toBe(true);
+    await until(() => botTexts(h.fake.dmChannel('bo')).includes('echo: while you were connecting'), 'the answer');
+    await h.app.waitForIdle(h.conversation({ dm: 'bo' }));
   });
 
   it('reconnects after Discord asks it to, and keeps answering', async () => {

@@ -83,7 +83,7 @@ describe('parlor start and doctor with Discord', () => {
     await until(() => fake.sessions().length === 1 || child.exitCode !== null, 60_000);
     expect(child.exitCode).toBeNull();
     fake.sendDm({ from: 'alice', content: 'hello from Discord' });
-    await until(() => fake.messages(fake.dmChannel('alice')).find((m) => m.content === 'echo: hello from Discord'), () => `the answer; the process said ${out}`, 30_000);
+    await until(() => fake.messages(fake.dmChannel('alice')).find((m) => m.content === 'echo: hello from Discord'), () => `the answer; the process said ${out}`, 60_000);
     const health = (await (await fetch(`http://127.0.0.1:${port}/healthz`)).json()) as { connectors: Record<string, unknown> };
     expect(health.connectors).toEqual({ discord: { state: 'up' } });
     expect(out).toContain('connected to the Discord gateway');
