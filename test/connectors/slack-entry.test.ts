@@ -38,6 +38,17 @@ describe('Slack settings', () => {
   });
 });
 
+describe('connectors/slack/manifest.json', () => {
+  it('is a paste-ready app: DMs open in App Home, the scopes doctor checks, the bot events, interactivity, Socket Mode', async () => {
+    const manifest = JSON.parse(await fs.readFile(new URL('../../connectors/slack/manifest.json', import.meta.url), 'utf8'));
+    expect(manifest.features.app_home).toMatchObject({ messages_tab_enabled: true, messages_tab_read_only_enabled: false });
+    expect(manifest.features.bot_user.display_name).toBeTruthy();
+    expect(manifest.oauth_config.scopes.bot).toEqual([...BOT_SCOPES]);
+    expect(manifest.settings.event_subscriptions.bot_events.sort()).toEqual(['app_mention', 'message.channels', 'message.groups', 'message.im', 'message.mpim', 'reaction_added']);
+    expect(manifest.settings).toMatchObject({ interactivity: { is_enabled: true }, socket_mode_enabled: true });
+  });
+});
+
 describe('parlor doctor for Slack', () => {
   let fake: FakeSlack;
   let partial: FakeSlack;
