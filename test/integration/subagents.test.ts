@@ -5,6 +5,18 @@ import { sql } from 'drizzle-orm';
 import type { FakeReply, RecordedRequest } from '../support/fake-llm.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
 import { until } from '../support/until.ts';
+import type { Tool } from '../../src/tools/types.ts';
+import { createBuiltinTools } from '../../tools/index.ts';
+
+/** Says which persona secrets the turn that calls it could hand to a tool. */
+const secretsProbe: Tool<Record<string, never>> = {
+  name: 'secrets_probe',
+  description: 'Lists the secret names this turn may use.',
+  parameters: { type: 'object', properties: {} },
+  async run(_args, ctx) {
+    return `secrets: ${Object.keys(ctx.persona.secrets).join(', ') || 'none'}`;
+  },
+};
 
 let h: Harness;
 
@@ -42,18 +54,21 @@ beforeAll(async () => {
     personas: {
       testy: {
         ...TEST_PERSONA,
-        tools: { approve: ['clock'], subagents: { perTurn: 3, running: 2, timeoutSeconds: 20 } },
+        tools: { approve: ['clock'], subagents: { perTurn: 3, running: 2, maxIterations: 3, timeoutSeconds: 10 } },
+        env: 'SHOP_TOKEN=s3cret\n',
       },
     },
     connector: { buttons: true },
+    app: { tools: [...createBuiltinTools({ timezone: 'UTC' }), secretsProbe] },
   });
 });
 afterAll(() => h?.stop());
 // Every test starts with nothing left over: all tasks ended, their results pushed and answered.
 afterEach(async () => {
+  let open: unknown[] = [];
   await until(
-    async () => (await h.query(sql`select 1 from subagent_tasks where status in ('queued', 'running') or pushed_at is null`)).length === 0,
-    'every task to end and be pushed',
+    async () => (open = await h.query(sql`select handle, label, status, pushed_at from subagent_tasks where status in ('queued', 'running') or pushed_at is null`)).length === 0,
+    () => `every task to end and be pushed; open: ${JSON.stringify(open)}`,
     40_000,
   );
   let running: unknown[] = [];
@@ -137,6 +152,44 @@ describe('spawn_subagent', () => {
     // The third began only once one of the first two had ended.
     const at = (value: Date | string) => new Date(value).getTime();
     expect(at(rows[2].started_at)).toBeGreaterThanOrEqual(Math.min(at(rows[0].finished_at), at(rows[1].finished_at)));
+  });
+});
+
+describe('what a task may do', () => {
+  it('has none of the persona\'s secrets, which its parent has', async () => {
+    parent = (req) =>
+      lastMessage(req).role === 'tool'
+        ? { text: `parent ${lastMessage(req).content}` }
+        : { toolCalls: [{ name: 'secrets_probe', arguments: {} }, { name: 'spawn_subagent', arguments: { task: 'probe the secrets', label: 'probe' } }] };
+    task = (req) => (lastMessage(req).role === 'tool' ? { text: `task ${lastMessage(req).content}` } : { toolCalls: [{ name: 'secrets_probe', arguments: {} }] });
+    await h.chat.inject({ text: 'what secrets do we have?' });
+    const summary = await waitForText(/^summary of:/);
+    expect(toolResults(h.fake.requests.find((r) => !isTask(r) && lastMessage(r).role === 'tool')!)[0]).toBe('secrets: SHOP_TOKEN');
+    expect(summary.text).toMatch(/"probe": ok\n {2}task secrets: none/);
+  });
+
+  it('stops at its step limit, and says so in the result', async () => {
+    parent = spawning({ task: 'loop forever', label: 'looper' });
+    task = () => ({ toolCalls: [{ name: 'think_harder', arguments: {} }] });
+    await h.chat.inject({ text: 'do something endless' });
+    const summary = await waitForText(/^summary of:/);
+    expect(summary.text).toMatch(/"looper": failed \(stopped after 3 steps\)/);
+  });
+
+  it('ends as "timeout" past its time budget', async () => {
+    parent = spawning({ task: 'take your time', label: 'slowpoke' });
+    task = () => ({ toolCalls: [{ name: 'think_harder', arguments: {} }], delayMs: 10_500 });
+    await h.chat.inject({ text: 'something slow' });
+    const summary = await waitForText(/^summary of:/, 30_000);
+    expect(summary.text).toMatch(/"slowpoke": timeout/);
+  }, 40_000);
+
+  it('a long result reaches the parent cut to a bound, saying how much more its conversation holds', async () => {
+    parent = spawning({ task: 'write a lot', label: 'essay' });
+    task = () => ({ text: 'x'.repeat(5000) });
+    await h.chat.inject({ text: 'an essay please' });
+    const summary = await waitForText(/^summary of:/);
+    expect(summary.text).toContain(`${'x'.repeat(2000)}… [3000 more characters in the task's conversation]`);
   });
 });
 

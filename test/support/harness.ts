@@ -16,6 +16,8 @@ export interface PersonaFiles {
   tools?: unknown;
   schedules?: unknown;
   heartbeat?: string;
+  /** The persona's `.env` (its secrets). */
+  env?: string;
 }
 
 /** The default test persona: `chat:u1` may DM it, group `g1` needs a mention, `g2` does not. */
@@ -41,6 +43,7 @@ export async function writePersonas(personas: Record<string, PersonaFiles>): Pro
     if (files.tools) await fs.writeFile(path.join(p, 'tools.jsonc'), JSON.stringify(files.tools));
     if (files.schedules) await fs.writeFile(path.join(p, 'schedules.jsonc'), JSON.stringify(files.schedules));
     if (files.heartbeat) await fs.writeFile(path.join(p, 'HEARTBEAT.md'), files.heartbeat);
+    if (files.env) await fs.writeFile(path.join(p, '.env'), files.env, { mode: 0o600 });
   }
   return dir;
 }
