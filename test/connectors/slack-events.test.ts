@@ -1,6 +1,7 @@
 // Slack events in Socket Mode, past what the conformance suite covers: redeliveries, the two events of one mention,
 // the bot's own posts, edits and late files, threads, reactions, and the Web API client's short retries.
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { chatConversationId } from '../../src/conversation-id.ts';
@@ -212,6 +213,22 @@ describe('edits and files', () => {
     expect(lastUser(1)).toContain('and a picture');
     expect(lastUser(1)).not.toContain('(edited)');
     expect(lastUser(1)).toContain('shot.png');
+  });
+});
+
+describe('sending files', () => {
+  it('goes through files.uploadV2 into the chat and thread, the text as its comment, the share’s ts as the message id', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'slack-upload-'));
+    const file = path.join(dir, 'report.txt');
+    await fs.writeFile(file, 'the figures');
+    const sent = await h.connector.send({ chat: TEAM, thread: '1700000700.000100', text: 'Here is **the report**.', files: [file] });
+    const [uploaded] = h.fake.files;
+    expect(uploaded.bytes?.toString()).toBe('the figures');
+    const share = h.fake.messages(TEAM).find((m) => m.files);
+    expect(share).toMatchObject({ text: 'Here is *the report*.', thread_ts: '1700000700.000100', files: [{ name: 'report.txt' }] });
+    expect(sent).toEqual({ ids: [share!.ts], thread: '1700000700.000100' });
+    expect(h.fake.callsOf('chat.postMessage')).toHaveLength(0);
+    await fs.rm(dir, { recursive: true, force: true });
   });
 });
 

@@ -35,6 +35,8 @@ export interface FakeSlackOptions extends Partial<SlackIdentity> {
   ackTimeoutMs?: number;
   /** The bot token's scopes, sent in `x-oauth-scopes` as Slack does on every Web API answer (not sent when absent). */
   scopes?: string[];
+  /** Told of each Web API call once it is answered (a benchmark timing replies). */
+  onCall?: (call: SlackApiCall) => void;
 }
 
 /** HTTP mode: where Slack posts events and interactions (the app's Request URL), signed with the signing secret. */
@@ -234,6 +236,7 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     const handler = method === 'apps.connections.open' ? openConnectionUrl : workspace.methods[method];
     call.response = !handler ? fail('unknown_method') : (workspace.authorize(method, token) ?? handler(body));
     send(res, 200, call.response, options.scopes && token === id.botToken ? { 'x-oauth-scopes': options.scopes.join(',') } : {});
+    options.onCall?.(call);
   }
 
   const server = createServer((req, res) => {
