@@ -50,6 +50,8 @@ export interface SlackOptions {
 const ACK_DEADLINE_MS = 3000;
 const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
 const MAX_START_RETRY_MS = 60_000;
+/** How long start-up waits for Socket Mode's first connection before carrying on without it. */
+const SOCKET_START_WAIT_MS = 30_000;
 /** Web API errors that mean the token itself is wrong, not the network. */
 const TOKEN_ERRORS = new Set(['invalid_auth', 'not_authed', 'account_inactive', 'token_revoked', 'token_expired', 'not_allowed_token_type']);
 /**
@@ -214,11 +216,28 @@ export function createSlackConnector(options: SlackOptions): Connector {
     bot = { userId: String(auth.user_id), botId: String(auth.bot_id ?? ''), name: String(auth.user ?? 'parlor') };
     app ??= buildApp(bot);
     if (socketMode) {
-      try {
-        await app.start();
-      } catch (err) {
-        if (isTokenError(err)) throw tokenRefused('SLACK_APP_TOKEN', err, 'an app-level token with connections:write (Basic Information → App-Level Tokens)');
-        throw err;
+      const refused = (err: unknown) =>
+        isTokenError(err) ? tokenRefused('SLACK_APP_TOKEN', err, 'an app-level token with connections:write (Basic Information → App-Level Tokens)') : err;
+      const started = app.start().then(
+        () => 'up' as const,
+        (err: unknown) => {
+          throw refused(err);
+        },
+      );
+      // A socket that opens but never says hello would hold start-up for ever: after a while Parlor runs without
+      // it, says so, and the connection comes up (or its failure is logged) in the background.
+      const outcome = await Promise.race([started, sleep(SOCKET_START_WAIT_MS, stopper.signal).then(() => 'waiting' as const)]);
+      if (outcome === 'waiting') {
+        state = { state: 'down', detail: 'Socket Mode is not connected yet' };
+        log.warn('Slack Socket Mode has not connected yet; carrying on and waiting for it');
+        started.then(
+          () => (state = { state: 'up' }),
+          (err: unknown) => {
+            state = { state: 'down', detail: describe(err) };
+            log.error({ err: describe(err) }, 'Slack Socket Mode could not connect');
+          },
+        );
+        return;
       }
     }
     state = { state: 'up' };

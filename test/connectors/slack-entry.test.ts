@@ -5,7 +5,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execa, type ResultPromise } from 'execa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
 import { BOT_SCOPES, slackEntry, type SlackSettings } from '../../connectors/slack/entry.ts';
+import { createSlackConnector } from '../../connectors/slack/index.ts';
 import { parseSettings } from '../../src/config/env.ts';
 import { CONNECTORS } from '../../connectors/registry.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -78,6 +80,36 @@ describe('parlor doctor for Slack', () => {
     await expect(slackEntry.doctor({ ...settings(fake), botToken: 'xoxb-wrong', appToken: fake.appToken }, getJson)).rejects.toThrow(/token refused \(invalid_auth\)/);
     await expect(slackEntry.doctor(settings(fake, { appToken: 'xapp-wrong' }), getJson)).rejects.toThrow(/SLACK_APP_TOKEN refused for Socket Mode \(invalid_auth\)/);
     await expect(slackEntry.doctor({ botToken: 'xoxb-1', apiUrl: 'http://127.0.0.1:9/api', signingSecret: 's' }, getJson)).rejects.toThrow(/cannot reach http:\/\/127.0.0.1:9 .*check SLACK_API_URL/);
+  });
+});
+
+describe('the connector starting', () => {
+  let fake: FakeSlack;
+  beforeAll(async () => {
+    fake = await startFakeSlack();
+  });
+  afterAll(() => fake?.close());
+  const log = pino({ level: 'silent' });
+  const ignore = async () => ({ status: 'ignored' as const });
+
+  it('stops start-up with what to do when Slack refuses the bot token or the app token', async () => {
+    const wrongBot = createSlackConnector({ botToken: 'xoxb-wrong', appToken: fake.appToken, apiUrl: fake.apiUrl, log });
+    await expect(wrongBot.start(ignore)).rejects.toThrow(/^SLACK_BOT_TOKEN was refused by Slack \(invalid_auth\); set it to the Bot User OAuth Token/);
+    await wrongBot.stop();
+    const wrongApp = createSlackConnector({ botToken: fake.botToken, appToken: 'xapp-wrong', apiUrl: fake.apiUrl, log });
+    await expect(wrongApp.start(ignore)).rejects.toThrow(/^SLACK_APP_TOKEN was refused by Slack \(invalid_auth\)/);
+    await wrongApp.stop();
+    expect(fake.openConnections()).toBe(0);
+  });
+
+  it('runs when Slack cannot be reached, says so in its status, keeps trying, and stops at once', async () => {
+    const connector = createSlackConnector({ botToken: fake.botToken, signingSecret: 's', apiUrl: 'http://127.0.0.1:9/api', log, retries: { retries: 0, minTimeout: 10, maxTimeout: 10 } });
+    await connector.start(ignore);
+    expect(connector.status?.()).toMatchObject({ state: 'down' });
+    expect(connector.status?.().detail).toMatch(/ECONNREFUSED|fetch failed|request/i);
+    const stopping = Date.now();
+    await connector.stop();
+    expect(Date.now() - stopping).toBeLessThan(1000);
   });
 });
 
