@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { chatConversationId } from '../../src/conversation-id.ts';
-import { PERSONA, settle } from '../conformance/app.ts';
+import { PERSONA, setStreaming, settle } from '../conformance/app.ts';
 import { until } from '../support/until.ts';
 import { HELPER, OWNER, OWNER_DM, sleep, startSlackHarness, TEAM, type SlackHarness } from './slack-harness.ts';
 
@@ -214,6 +214,36 @@ describe('edits and files', () => {
     expect(lastUser(1)).not.toContain('(edited)');
     expect(lastUser(1)).toContain('shot.png');
   });
+});
+
+describe('streamed replies', () => {
+  it('grow in one message in the mention’s thread by chat.update, paced for a channel, and go on in new messages past 4,000 characters', async () => {
+    setStreaming(h.app, true);
+    try {
+      const words = Array.from({ length: 900 }, (_, i) => `word${i}`).join(' ');
+      h.model.script({ text: words, chunks: 30, chunkDelayMs: 100 });
+      const { mention } = await h.fake.mention({ user: OWNER, channel: TEAM, text: 'tell me a long story' });
+      const ts = mention.envelope.payload.event.ts;
+      const first = await until(() => h.fake.messages(TEAM)[0], 'the draft');
+      expect(first.thread_ts).toBe(ts);
+      await h.app.waitForIdle(conversation(TEAM, ts));
+      await sleep(300);
+      const messages = h.fake.messages(TEAM);
+      expect(messages.length).toBeGreaterThanOrEqual(2);
+      for (const m of messages) {
+        expect(m.thread_ts).toBe(ts);
+        expect((m.text ?? '').length).toBeLessThanOrEqual(4000);
+      }
+      expect(messages.map((m) => m.text).join(' ').replace(/\s+/g, ' ')).toBe(words);
+      // Edited in place, no faster than one update every 3 s in a channel (the stream lasts about 3 s).
+      const updates = h.fake.callsOf('chat.update').filter((c) => c.body.ts === first.ts);
+      expect(updates.length).toBeGreaterThanOrEqual(1);
+      for (let i = 1; i < updates.length - 1; i++) expect(updates[i].at - updates[i - 1].at).toBeGreaterThanOrEqual(2900);
+      expect(h.model.requests).toHaveLength(1);
+    } finally {
+      setStreaming(h.app, false);
+    }
+  }, 20_000);
 });
 
 describe('sending files', () => {
