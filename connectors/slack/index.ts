@@ -1,14 +1,8 @@
-import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import fs from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import { App, LogLevel, SocketModeReceiver, webApi, type Logger as BoltLogger, type RespondFn } from '@slack/bolt';
+import { App, SocketModeReceiver, webApi, type RespondFn } from '@slack/bolt';
 import type { Logger } from 'pino';
 import {
   PlatformError,
-  type Button,
   type Connector,
   type ConnectorStatus,
   type InboundEvent,
@@ -24,6 +18,9 @@ import { slackEmojiName } from './emoji.ts';
 import { formatForSlack, SECTION_LIMIT, TEXT_LIMIT, type FormattedPart } from './format.ts';
 import { normalizeClick, normalizeEvent, type SlackBot } from './normalize.ts';
 import { EVENTS_PATH, ParlorReceiver } from './receiver.ts';
+import { questionBlocks } from './blocks.ts';
+import { downloadFile, shareTs } from './files.ts';
+import { boltLogger, DEFAULT_RETRIES, describe, isTokenError, slackErrorCode, tokenRefused, toPlatformError } from './web-api.ts';
 
 export { EVENTS_PATH } from './receiver.ts';
 
@@ -48,24 +45,9 @@ export interface SlackOptions {
 
 /** Slack wants every event and interaction acknowledged within 3 s. */
 const ACK_DEADLINE_MS = 3000;
-const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
 const MAX_START_RETRY_MS = 60_000;
 /** How long start-up waits for Socket Mode's first connection before carrying on without it. */
 const SOCKET_START_WAIT_MS = 30_000;
-/** Web API errors that mean the token itself is wrong, not the network. */
-const TOKEN_ERRORS = new Set(['invalid_auth', 'not_authed', 'account_inactive', 'token_revoked', 'token_expired', 'not_allowed_token_type']);
-/**
- * Few, short retries: web-api's default retries for about 30 minutes, long after the outbound ledger has given up
- * on the call and may have sent it again. The ledger, not the client, is the guard against a double post.
- */
-const DEFAULT_RETRIES = { retries: 2, minTimeout: 500, maxTimeout: 3000 };
-
-/** pino behind the Logger Bolt, socket-mode and web-api share; their `info` lines are chatter, so debug. */
-function boltLogger(log: Logger): BoltLogger {
-  const line = (level: 'debug' | 'warn' | 'error') => (...msg: unknown[]) => log[level](msg.map((m) => (m instanceof Error ? m.message : String(m))).join(' '));
-  return { debug: line('debug'), info: line('debug'), warn: line('warn'), error: line('error'), setLevel: () => undefined, getLevel: () => LogLevel.DEBUG, setName: () => undefined };
-}
-
 const isDmChannel = (channel: string) => channel.startsWith('D');
 const isUserId = (id: string) => /^[UW][A-Z0-9]+$/.test(id);
 
@@ -408,26 +390,7 @@ export function createSlackConnector(options: SlackOptions): Connector {
       }
     },
 
-    async download(attachment, directory) {
-      const info: any = await call('files.info', () => client.files.info({ file: attachment.fileId! }), false);
-      const url: string | undefined = info.file?.url_private_download ?? info.file?.url_private;
-      if (!url) throw new Error('Slack gave no download URL for the file');
-      const signal = AbortSignal.any([stopper.signal, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
-      // The bot token is sent only to Slack's own file host or the configured API's host.
-      const response = await fetch(url, { headers: trustedHost(url, slackApiUrl) ? { authorization: `Bearer ${options.botToken}` } : {}, signal });
-      if (!response.ok || !response.body) throw new Error(`file download answered HTTP ${response.status}`);
-      await fs.mkdir(directory, { recursive: true });
-      const target = path.join(directory, uploadName(attachment.name ?? info.file?.name ?? attachment.type, attachment.fileId!));
-      const partial = path.join(directory, `.${path.basename(target)}.${randomBytes(4).toString('hex')}.part`);
-      try {
-        await pipeline(Readable.fromWeb(response.body as never), createWriteStream(partial), { signal });
-        await fs.rename(partial, target);
-      } catch (err) {
-        await fs.rm(partial, { force: true });
-        throw err;
-      }
-      return target;
-    },
+    download: (attachment, directory) => downloadFile({ client, botToken: options.botToken, apiUrl: slackApiUrl, signal: stopper.signal }, attachment, directory),
 
     draft(target) {
       let channel: string | undefined;
@@ -455,85 +418,4 @@ export function createSlackConnector(options: SlackOptions): Connector {
     },
   };
   return connector;
-}
-
-/** A question: its text as a section, then its choices as buttons, one actions block per row. */
-export function questionBlocks(mrkdwn: string, rows: Button[][]): Record<string, unknown>[] {
-  return [
-    { type: 'section', text: { type: 'mrkdwn', text: mrkdwn.trim() ? mrkdwn : ' ' } },
-    ...rows.map((row, r) => ({
-      type: 'actions',
-      block_id: `choices-${r}`,
-      elements: row.map((button, i) => {
-        if (button.data.length > 2000) throw new Error(`button data "${button.data.slice(0, 40)}…" is over Slack's 2,000-character limit`);
-        const label = button.label.length > 75 ? `${button.label.slice(0, 74)}…` : button.label;
-        return { type: 'button', action_id: `choice-${r}-${i}`, text: { type: 'plain_text', text: label, emoji: true }, value: button.data };
-      }),
-    })),
-  ];
-}
-
-/** The ts of the message files.uploadV2 shared the file in (what an edit or a reaction names). */
-function shareTs(result: any, channel: string): string | undefined {
-  const shares = result?.files?.[0]?.files?.[0]?.shares;
-  const ts = shares?.public?.[channel]?.[0]?.ts ?? shares?.private?.[channel]?.[0]?.ts;
-  return typeof ts === 'string' ? ts : undefined;
-}
-
-function trustedHost(url: string, apiUrl: string): boolean {
-  try {
-    const host = new URL(url).hostname;
-    return host === 'files.slack.com' || host.endsWith('.slack.com') || host === new URL(apiUrl).hostname;
-  } catch {
-    return false;
-  }
-}
-
-function uploadName(name: string, fileId: string): string {
-  const original = path.basename(name).replace(/[^\w.-]+/g, '_') || 'file';
-  const ext = path.extname(original);
-  return `${path.basename(original, ext).slice(0, 60)}-${fileId.slice(-8).replace(/[^\w-]/g, '')}${ext}`;
-}
-
-function slackErrorCode(err: unknown): string | undefined {
-  const data = (err as { data?: { error?: unknown } })?.data;
-  return typeof data?.error === 'string' ? data.error : undefined;
-}
-
-function isTokenError(err: unknown): boolean {
-  const code = slackErrorCode(err);
-  return code !== undefined && TOKEN_ERRORS.has(code);
-}
-
-function tokenRefused(variable: string, err: unknown, what: string): ConfigError {
-  return new ConfigError(`${variable} was refused by Slack (${slackErrorCode(err)}); set it to ${what} from your app's settings at api.slack.com/apps`);
-}
-
-/** web-api's errors as Parlor's: 429 with its Retry-After, 5xx and network errors retryable unless part went out. */
-function toPlatformError(err: unknown, method: string, partlySent: boolean): PlatformError {
-  if (err instanceof PlatformError) return err;
-  const e = err as { code?: string; data?: any; statusCode?: number; retryAfter?: number; message?: string };
-  switch (e.code) {
-    case webApi.ErrorCode.RateLimitedError:
-      return new PlatformError({ platform: 'slack', method, status: 429, retryAfterMs: (e.retryAfter ?? 1) * 1000, retryable: !partlySent, message: 'rate limited' }, { cause: err });
-    case webApi.ErrorCode.PlatformError: {
-      const code = String(e.data?.error ?? 'error');
-      const transient = ['ratelimited', 'internal_error', 'fatal_error', 'service_unavailable', 'request_timeout'].includes(code);
-      const retryAfter = e.data?.response_metadata?.retryAfter;
-      return new PlatformError(
-        { platform: 'slack', method, status: code === 'ratelimited' ? 429 : 400, retryAfterMs: typeof retryAfter === 'number' ? retryAfter * 1000 : undefined, retryable: transient && !partlySent, message: code },
-        { cause: err },
-      );
-    }
-    case webApi.ErrorCode.HTTPError:
-      return new PlatformError({ platform: 'slack', method, status: e.statusCode, retryable: !partlySent && (e.statusCode ?? 500) >= 500, message: `HTTP ${e.statusCode}` }, { cause: err });
-    default:
-      return new PlatformError({ platform: 'slack', method, retryable: !partlySent, message: describe(err) }, { cause: err });
-  }
-}
-
-function describe(err: unknown): string {
-  const code = slackErrorCode(err);
-  if (code) return code;
-  return err instanceof Error ? err.message : String(err);
 }

@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { slackEmojiName, unicodeForSlackName } from '../../connectors/slack/emoji.ts';
 import { formatForSlack, markdownToMrkdwn, SECTION_LIMIT, TEXT_LIMIT } from '../../connectors/slack/format.ts';
-import { questionBlocks } from '../../connectors/slack/index.ts';
+import { questionBlocks } from '../../connectors/slack/blocks.ts';
 import { normalizeClick, normalizeEvent, type SlackBot } from '../../connectors/slack/normalize.ts';
 import { blockProblems } from '../support/fake-slack-payloads.ts';
 
