@@ -48,6 +48,8 @@ const ACK_DEADLINE_MS = 3000;
 const MAX_START_RETRY_MS = 60_000;
 /** How long start-up waits for Socket Mode's first connection before carrying on without it. */
 const SOCKET_START_WAIT_MS = 30_000;
+/** How long a first message from someone waits for their name (users.info). */
+const NAME_WAIT_MS = 1000;
 const isDmChannel = (channel: string) => channel.startsWith('D');
 const isUserId = (id: string) => /^[UW][A-Z0-9]+$/.test(id);
 
@@ -77,7 +79,7 @@ export function createSlackConnector(options: SlackOptions): Connector {
   let starting: Promise<void> | undefined;
   const stopper = new AbortController();
   const dmChannels = new Map<string, string>();
-  const names = new Map<string, string>();
+  const names = new Map<string, Promise<string | undefined>>();
 
   /** A user id (a persona's primary, `to: "U…"`) is posted to in the bot's DM with them; channel ids as they are. */
   async function channelFor(chat: string): Promise<string> {
@@ -91,19 +93,25 @@ export function createSlackConnector(options: SlackOptions): Connector {
     return id;
   }
 
-  /** The person's name for the model's group label: from a cache filled by users.info in the background. */
-  function withName(event: InboundEvent): InboundEvent {
-    if (event.sender.name) return event;
-    const name = names.get(event.sender.id);
-    if (name) return { ...event, sender: { ...event.sender, name } };
-    if (!names.has(event.sender.id)) {
-      names.set(event.sender.id, '');
-      void client.users
+  /**
+   * The person's name for the model's label in a group (`[Ana (slack:U…)]`): users.info, asked once per person and
+   * remembered. The first message from someone waits for it briefly; past that it goes with their id alone.
+   */
+  async function withName(event: InboundEvent): Promise<InboundEvent> {
+    if (event.sender.name || event.chat.type !== 'group') return event;
+    let lookup = names.get(event.sender.id);
+    if (!lookup) {
+      lookup = client.users
         .info({ user: event.sender.id })
-        .then((r) => names.set(event.sender.id, r.user?.real_name || r.user?.profile?.display_name || r.user?.name || ''))
-        .catch(() => names.delete(event.sender.id));
+        .then((r) => r.user?.real_name || r.user?.profile?.display_name || r.user?.name || undefined)
+        .catch(() => {
+          names.delete(event.sender.id);
+          return undefined;
+        });
+      names.set(event.sender.id, lookup);
     }
-    return event;
+    const name = await Promise.race([lookup, sleep(NAME_WAIT_MS).then(() => undefined)]);
+    return name ? { ...event, sender: { ...event.sender, name } } : event;
   }
 
   async function receiveEvent(body: any, context: Record<string, any>): Promise<void> {
@@ -117,7 +125,7 @@ export function createSlackConnector(options: SlackOptions): Connector {
     }
     if (event && handler) {
       if (context.retryNum) log.debug({ event: body.event_id, retry: context.retryNum, reason: context.retryReason }, 'Slack delivered an event again');
-      const inbound = withName(event);
+      const inbound = await withName(event);
       const outcome = await acknowledgeBy(ACK_DEADLINE_MS, () => handler!(inbound), { log });
       if (outcome.kind === 'late') log.warn({ event: body.event_id }, 'event acknowledged at the deadline; still being stored');
     }

@@ -122,6 +122,14 @@ describe('threads', () => {
     expect(h.model.requests).toHaveLength(2);
   });
 
+  it('the model reads who spoke in a channel by name, looked up the first time someone speaks', async () => {
+    const { mention } = await h.fake.mention({ user: 'U0CAROL', channel: TEAM, text: 'first time here' });
+    await until(() => h.fake.messages(TEAM).length === 1, 'the reply');
+    await h.app.waitForIdle(conversation(TEAM, mention.envelope.payload.event.ts));
+    expect(lastUser(0)).toBe('[Carol (slack:U0CAROL)] first time here');
+    expect(h.fake.callsOf('users.info').map((c) => c.body.user)).toEqual(['U0CAROL']);
+  });
+
   it('a mention inside a thread is answered in that thread (its root ts, never the mention’s own)', async () => {
     const root = await h.fake.channelMessage({ user: HELPER, channel: TEAM, text: 'deploy is failing' });
     const rootTs = root.envelope.payload.event.ts;

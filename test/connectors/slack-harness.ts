@@ -25,7 +25,7 @@ export interface SlackHarness extends ConformanceApp {
 }
 
 export async function startSlackHarness(options: { mode: 'socket' | 'http'; connector?: Partial<SlackOptions>; fake?: FakeSlackOptions; deliverOverHttp?: boolean }): Promise<SlackHarness> {
-  const fake = await startFakeSlack({ users: { [OWNER]: { name: 'ana', real_name: 'Ana' }, [HELPER]: { name: 'bo', real_name: 'Bo' } }, ...options.fake });
+  const fake = await startFakeSlack({ users: { [OWNER]: { name: 'ana', real_name: 'Ana' }, [HELPER]: { name: 'bo', real_name: 'Bo' }, U0CAROL: { name: 'carol', real_name: 'Carol' } }, ...options.fake });
   let connector: Connector | undefined;
   let running: ConformanceApp;
   try {
