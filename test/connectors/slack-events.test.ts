@@ -17,6 +17,8 @@ const conversation = (chat: string, thread?: string) => {
   return id;
 };
 const lastUser = (i: number) => h.model.requests[i].lastUserText;
+/** What a message shows: its sections when it has blocks, else its text. */
+const shown = (m: { text?: string; blocks?: any[] }) => (m.blocks?.length ? m.blocks.map((b) => b.text?.text ?? '').join('\n') : (m.text ?? ''));
 /** The person's messages a model call carried. */
 const userTexts = (i: number) => (h.model.requests[i].body.messages as { role: string; content: unknown }[]).filter((m) => m.role === 'user').map((m) => m.content);
 
@@ -119,6 +121,20 @@ describe('threads', () => {
     await h.fake.channelMessage({ user: OWNER, channel: TEAM, text: 'talking here', thread_ts: elsewhere.envelope.payload.event.ts });
     await sleep(500);
     expect(h.fake.messages(TEAM)).toHaveLength(2);
+    expect(h.model.requests).toHaveLength(2);
+  });
+
+  it('a question asked in the thread is answered by a typed reply there, without a mention', async () => {
+    h.model.script({ toolCalls: [{ name: 'ask_user', arguments: { question: 'Which environment?' } }] }, (req) => ({ text: `got: ${req.lastUserText}` }));
+    const { mention } = await h.fake.mention({ user: OWNER, channel: TEAM, text: 'deploy it' });
+    const ts = mention.envelope.payload.event.ts;
+    const question = await until(() => h.fake.messages(TEAM).find((m) => shown(m).includes('Which environment?')), 'the question');
+    expect(question.thread_ts).toBe(ts);
+    await h.fake.channelMessage({ user: OWNER, channel: TEAM, text: 'staging', thread_ts: ts });
+    const reply = await until(() => h.fake.messages(TEAM).find((m) => (m.text ?? '').startsWith('got: ')), 'the answer');
+    expect(reply.thread_ts).toBe(ts);
+    expect(reply.text).toMatch(/^got: \[answer to Q#[\w-]+ "Which environment\?" \(via .+\)\]\nstaging$/);
+    await h.app.waitForIdle(conversation(TEAM, ts));
     expect(h.model.requests).toHaveLength(2);
   });
 
