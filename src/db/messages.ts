@@ -23,7 +23,11 @@ export async function insertMessage(
   return inserted.id;
 }
 
-/** Claims the user messages waiting in a conversation for this turn, oldest first. */
+/**
+ * Claims the user messages waiting in a conversation for this turn, oldest first. A message held for a moment by
+ * another transaction (its attachment's download writing where the file went) is waited for, not skipped: skipped,
+ * it would wait for the conversation's next message. One turn runs per conversation, so nothing else claims them.
+ */
 export async function claimPendingMessages(
   db: Queryable,
   conversationId: string,
@@ -35,7 +39,7 @@ export async function claimPendingMessages(
     .where(
       inArray(
         messages.id,
-        sql`(select id from messages where conversation_id = ${conversationId} and turn_id is null order by id for update skip locked)`,
+        sql`(select id from messages where conversation_id = ${conversationId} and turn_id is null order by id for update)`,
       ),
     )
     .returning({ id: messages.id, content: messages.content, externalId: messages.externalId });
