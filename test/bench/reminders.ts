@@ -1,4 +1,4 @@
-// Reminder burst (issue 5): 200 reminders due within the same second across 20 personas, each with its own chat
+// Reminder burst: 200 reminders due within the same second across 20 personas, each with its own chat
 // (10 reminders a chat). When one fires, the fake model answers in one response with two parallel tool calls,
 // reply_to_origin {text: <reminder name>} and end_task. Lateness = when the connector's send got the message − the
 // reminder's dueAt. Runs once with the default worker concurrency and once with a higher one. Prints figures;
