@@ -1,6 +1,7 @@
 // A streamed reply on Discord: the first words are sent as a message, later text edits it (paced, the newest text
 // winning), and `finish` edits in the final text, continuing in new messages past 2000 characters.
 import type { DraftTarget, EditLimits, ReplyDraft, SentMessage } from '#src/connector.ts';
+import { createFramePacer } from '../shared/frame-pacer.ts';
 import { TEXT_LIMIT } from './format.ts';
 
 /**
@@ -30,12 +31,6 @@ export function createDiscordDraft(deps: DraftDeps): ReplyDraft {
   const interval = 60_000 / EDIT_LIMITS.perMinute.dm;
   // A draft a crashed run left behind is written over, not left half-finished beside a new one.
   let messageId: string | undefined = target.resume && /^\d+$/.test(target.resume) ? target.resume : undefined;
-  let shown = '';
-  let latest = '';
-  let lastFrame = 0;
-  let timer: NodeJS.Timeout | undefined;
-  let finished = false;
-  let chain: Promise<void> = Promise.resolve();
 
   /** What a draft shows of a text longer than one message: its first part, marked as going on. */
   const fit = (text: string) => {
@@ -43,10 +38,10 @@ export function createDiscordDraft(deps: DraftDeps): ReplyDraft {
     return rest ? `${first.slice(0, TEXT_LIMIT - 2)} …` : first;
   };
 
-  async function show(text: string) {
+  /** One frame: the first posts the message, later ones edit it. */
+  async function show(text: string): Promise<boolean> {
     const frame = fit(text);
-    if (!frame.trim()) return;
-    lastFrame = Date.now();
+    if (!frame.trim()) return false;
     try {
       if (messageId === undefined) {
         messageId = await deps.post(frame, target.replyTo);
@@ -54,44 +49,21 @@ export function createDiscordDraft(deps: DraftDeps): ReplyDraft {
       } else {
         await deps.edit(messageId, frame);
       }
-      shown = text;
+      return true;
     } catch (err) {
       if (deps.isGone(err)) messageId = undefined;
       // A frame that fails is only a missed frame: the next one, or the final text, takes its place.
       deps.onError(err);
-    } finally {
-      lastFrame = Date.now();
+      return false;
     }
   }
 
-  const untilNext = () => (lastFrame === 0 ? 0 : Math.max(0, lastFrame + interval - Date.now()));
-
-  function schedule() {
-    if (finished || timer) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      if (finished || latest === shown) return;
-      chain = chain
-        .then(async () => {
-          const wait = untilNext();
-          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-          if (!finished && latest !== shown) await show(latest);
-        })
-        .then(() => {
-          if (latest !== shown) schedule();
-        });
-    }, untilNext());
-  }
+  const pacer = createFramePacer({ intervalMs: interval, frame: show });
 
   return {
-    update(text) {
-      latest = text;
-      schedule();
-    },
+    update: (text) => pacer.update(text),
     async finish(text) {
-      finished = true;
-      clearTimeout(timer);
-      await chain;
+      await pacer.stop();
       if (messageId === undefined) return deps.send(text, target.replyTo);
       const { first, rest } = deps.firstPart(text);
       try {

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { DraftTarget, EditLimits, OutboundMessage, ReplyDraft, SentMessage } from '#src/connector.ts';
+import { createFramePacer } from '../shared/frame-pacer.ts';
 import { formatForSlack, TEXT_LIMIT } from './format.ts';
 
 /**
@@ -29,21 +30,15 @@ export function createSlackDraft(deps: { target: DraftTarget; group: boolean; ca
   const { target, calls } = deps;
   const interval = 60_000 / (deps.group ? EDIT_LIMITS.perMinute.group : EDIT_LIMITS.perMinute.dm);
   let ts: string | undefined = target.resume && /^\d+\.\d+$/.test(target.resume) ? target.resume : undefined;
-  let shown = '';
-  let latest = '';
-  let lastFrame = 0;
   let holdUntil = 0;
-  let timer: NodeJS.Timeout | undefined;
-  let finished = false;
-  let chain: Promise<void> = Promise.resolve();
 
   /** What a draft shows of a text longer than one message: its start, marked as going on. */
   const fit = (text: string) => (text.length > TEXT_LIMIT - 2 ? `${text.slice(0, TEXT_LIMIT - 2)} …` : text);
 
-  async function show(text: string) {
+  /** One frame: the first posts the message, later ones edit it. */
+  async function show(text: string): Promise<boolean> {
     const [part] = formatForSlack(fit(text));
-    if (!part) return;
-    lastFrame = Date.now();
+    if (!part) return false;
     try {
       if (ts === undefined) {
         ts = await calls.post(part.mrkdwn);
@@ -51,46 +46,23 @@ export function createSlackDraft(deps: { target: DraftTarget; group: boolean; ca
       } else {
         await calls.update(ts, part.mrkdwn);
       }
-      shown = text;
+      return true;
     } catch (err) {
       if (calls.isGone(err)) ts = undefined;
       const wait = calls.retryAfterMs(err);
       if (wait) holdUntil = Date.now() + wait;
       // A frame that fails is only a missed frame: the next one, or the final text, takes its place.
       deps.log.debug({ err: err instanceof Error ? err.message : String(err) }, 'draft update failed');
-    } finally {
-      lastFrame = Date.now();
+      return false;
     }
   }
 
-  const untilNext = () => (lastFrame === 0 ? 0 : Math.max(0, lastFrame + interval - Date.now(), holdUntil - Date.now()));
-
-  function schedule() {
-    if (finished || timer) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      if (finished || latest === shown) return;
-      chain = chain
-        .then(async () => {
-          const wait = untilNext();
-          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-          if (!finished && latest !== shown) await show(latest);
-        })
-        .then(() => {
-          if (latest !== shown) schedule();
-        });
-    }, untilNext());
-  }
+  const pacer = createFramePacer({ intervalMs: interval, holdUntil: () => holdUntil, frame: show });
 
   return {
-    update(text) {
-      latest = text;
-      schedule();
-    },
+    update: (text) => pacer.update(text),
     async finish(text) {
-      finished = true;
-      clearTimeout(timer);
-      await chain;
+      await pacer.stop();
       const whole = () => calls.send({ chat: target.chat, thread: target.thread, replyTo: target.replyTo, text });
       if (ts === undefined) return whole();
       const [first, ...rest] = formatForSlack(text);

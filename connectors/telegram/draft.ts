@@ -1,6 +1,7 @@
 import { GrammyError, type Api } from 'grammy';
 import type { Logger } from 'pino';
 import type { DraftTarget, EditLimits, OutboundMessage, ReplyDraft, SentMessage } from '#src/connector.ts';
+import { createFramePacer } from '../shared/frame-pacer.ts';
 import { formatForTelegram, TEXT_LIMIT } from './format.ts';
 
 /**
@@ -26,14 +27,6 @@ export function createTelegramDraft(deps: {
   const interval = 60_000 / (target.chat.startsWith('-') ? EDIT_LIMITS.perMinute.group : EDIT_LIMITS.perMinute.dm);
   // A draft a crashed run left behind is written over, not left half-finished beside a new one.
   let messageId: number | undefined = target.resume !== undefined && /^\d+$/.test(target.resume) ? Number(target.resume) : undefined;
-  /** The text on screen, and the newest text not yet shown. */
-  let shown = '';
-  let latest = '';
-  let lastEdit = 0;
-  let timer: NodeJS.Timeout | undefined;
-  let finished = false;
-  /** Sends and edits run one after another. */
-  let chain: Promise<void> = Promise.resolve();
   let holdUntil = 0;
 
   const common = () => ({
@@ -43,14 +36,14 @@ export function createTelegramDraft(deps: {
   /** What a draft shows of a text longer than one message: its first part, marked as going on. */
   const fit = (text: string) => (text.length > TEXT_LIMIT - 2 ? `${text.slice(0, TEXT_LIMIT - 2)} …` : text);
 
-  async function show(text: string): Promise<void> {
+  /** One frame: the first sends the message, later ones edit it. */
+  async function show(text: string): Promise<boolean> {
     const [part] = formatForTelegram(fit(text));
-    if (!part) return;
-    lastEdit = Date.now();
+    if (!part) return false;
     try {
       if (messageId === undefined) {
         await deps.take(target.chat);
-        lastEdit = Date.now();
+        pacer.began();
         const sent = await sendPart(part, {
           ...common(),
           ...(target.replyTo ? { reply_parameters: { message_id: Number(target.replyTo), allow_sending_without_reply: true } } : {}),
@@ -60,7 +53,7 @@ export function createTelegramDraft(deps: {
       } else {
         await editPart(messageId, part);
       }
-      shown = text;
+      return true;
     } catch (err) {
       // The message it was writing in is gone (deleted, or a crashed run's that cannot be found): start a new one.
       if (isGone(err)) messageId = undefined;
@@ -68,8 +61,7 @@ export function createTelegramDraft(deps: {
       if (retryAfter) holdUntil = Date.now() + retryAfter * 1000;
       // A draft update that fails is only a missed frame: the next one, or the final text, takes its place.
       deps.log.debug({ err: err instanceof Error ? err.message : String(err) }, 'draft update failed');
-    } finally {
-      lastEdit = Date.now();
+      return false;
     }
   }
 
@@ -96,36 +88,12 @@ export function createTelegramDraft(deps: {
     }
   }
 
-  /** How long until the next frame may go: the first at once, every later one an interval after the last began. */
-  const untilNext = () => (lastEdit === 0 ? 0 : Math.max(0, lastEdit + interval - Date.now(), holdUntil - Date.now()));
-
-  function schedule() {
-    if (finished || timer) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      if (latest === shown || finished) return;
-      chain = chain
-        .then(async () => {
-          // The frame before may have gone late (the first message waits its turn in the chat): pace from it.
-          const wait = untilNext();
-          if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-          if (!finished && latest !== shown) await show(latest);
-        })
-        .then(() => {
-          if (latest !== shown) schedule();
-        });
-    }, untilNext());
-  }
+  const pacer = createFramePacer({ intervalMs: interval, holdUntil: () => holdUntil, frame: show });
 
   return {
-    update(text) {
-      latest = text;
-      schedule();
-    },
+    update: (text) => pacer.update(text),
     async finish(text) {
-      finished = true;
-      clearTimeout(timer);
-      await chain;
+      await pacer.stop();
       const parts = formatForTelegram(text);
       if (messageId === undefined) return deps.send({ chat: target.chat, thread: target.thread, replyTo: target.replyTo, text });
       const ids = [String(messageId)];
