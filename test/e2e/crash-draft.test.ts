@@ -1,19 +1,16 @@
 // A real `parlor start` killed with SIGKILL while a streamed reply is half written: the next process writes the
 // answer into that same message. No half-finished draft is left beside a second copy.
 import fs from 'node:fs/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
 import { writePersonas } from '../support/harness.ts';
+import { killAll, startParlorProcess } from '../support/parlor-process.ts';
 import { until } from '../support/until.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = path.join(root, 'bin/parlor.js');
 const USER = 1001;
 const ANSWER = Array.from({ length: 40 }, (_, i) => `word${i}`).join(' ');
 
@@ -25,25 +22,7 @@ let sql: postgres.Sql;
 const children: ResultPromise[] = [];
 
 function startParlor(): ResultPromise {
-  const child = execa('node', [bin, 'start'], {
-    cwd: root,
-    extendEnv: false,
-    reject: false,
-    env: {
-      PATH: process.env.PATH!,
-      HOME: process.env.HOME ?? '/tmp',
-      DATABASE_URL: db.url,
-      PARLOR_PERSONAS_DIR: personasDir,
-      PARLOR_HTTP_PORT: '0',
-      LLM_BASE_URL: fake.openaiBaseUrl,
-      LLM_MODEL: 'fake-model',
-      TELEGRAM_BOT_TOKEN: '123456:TEST-token',
-      TELEGRAM_API_ROOT: telegram.apiRoot,
-      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
-    },
-  });
-  children.push(child);
-  return child;
+  return startParlorProcess({ databaseUrl: db.url, personasDir, llmBaseUrl: fake.openaiBaseUrl, telegramApiRoot: telegram.apiRoot }, children);
 }
 
 const sentTo = () => telegram.callsOf('sendMessage').filter((c) => String(c.body.chat_id) === String(USER));
@@ -62,8 +41,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-  await Promise.allSettled(children);
+  await killAll(children);
   await sql?.end();
   await telegram?.close();
   await fake?.close();

@@ -1,9 +1,7 @@
 // A real `parlor start` killed with SIGKILL after it wrote a reply to its ledger and before Telegram accepted it:
 // the next process sends that reply exactly once, whether it comes back at once or after ten minutes.
 import fs from 'node:fs/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -11,10 +9,9 @@ import { startFakeLlm, type FakeLlm, type FakeReply, type RecordedRequest } from
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
 import { writePersonas } from '../support/harness.ts';
 import { startHoldingProxy, type HoldingProxy } from '../support/holding-proxy.ts';
+import { killAll, startParlorProcess } from '../support/parlor-process.ts';
 import { until } from '../support/until.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = path.join(root, 'bin/parlor.js');
 const USER = 1001;
 
 let db: TestDatabase;
@@ -42,25 +39,7 @@ function model(req: RecordedRequest): FakeReply {
 }
 
 function startParlor(): ResultPromise {
-  const child = execa('node', [bin, 'start'], {
-    cwd: root,
-    extendEnv: false,
-    reject: false,
-    env: {
-      PATH: process.env.PATH!,
-      HOME: process.env.HOME ?? '/tmp',
-      DATABASE_URL: db.url,
-      PARLOR_PERSONAS_DIR: personasDir,
-      PARLOR_HTTP_PORT: '0',
-      LLM_BASE_URL: fake.openaiBaseUrl,
-      LLM_MODEL: 'fake-model',
-      TELEGRAM_BOT_TOKEN: '123456:TEST-token',
-      TELEGRAM_API_ROOT: proxy.apiRoot,
-      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
-    },
-  });
-  children.push(child);
-  return child;
+  return startParlorProcess({ databaseUrl: db.url, personasDir, llmBaseUrl: fake.openaiBaseUrl, telegramApiRoot: proxy.apiRoot }, children);
 }
 
 function say(text: string) {
@@ -92,8 +71,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-  await Promise.allSettled(children);
+  await killAll(children);
   await sql?.end();
   await proxy?.close();
   await telegram?.close();

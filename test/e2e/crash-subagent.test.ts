@@ -1,19 +1,16 @@
 // Real `parlor start` processes killed with SIGKILL while a background task is in the middle of its work: after a
 // restart the task runs again, and its parent gets exactly one wake with every result of the batch.
 import fs from 'node:fs/promises';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startFakeLlm, type FakeLlm, type FakeReply, type RecordedRequest } from '../support/fake-llm.ts';
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
 import { writePersonas } from '../support/harness.ts';
+import { killAll, startParlorProcess } from '../support/parlor-process.ts';
 import { until } from '../support/until.ts';
 
-const root = fileURLToPath(new URL('../..', import.meta.url));
-const bin = path.join(root, 'bin/parlor.js');
 const USER = 1001;
 
 let db: TestDatabase;
@@ -49,25 +46,7 @@ function model(req: RecordedRequest): FakeReply {
 }
 
 function startParlor(role: 'all' | 'worker'): ResultPromise {
-  const child = execa('node', [bin, 'start', '--role', role], {
-    cwd: root,
-    extendEnv: false,
-    reject: false,
-    env: {
-      PATH: process.env.PATH!,
-      HOME: process.env.HOME ?? '/tmp',
-      DATABASE_URL: db.url,
-      PARLOR_PERSONAS_DIR: personasDir,
-      PARLOR_HTTP_PORT: '0',
-      LLM_BASE_URL: fake.openaiBaseUrl,
-      LLM_MODEL: 'fake-model',
-      TELEGRAM_BOT_TOKEN: '123456:TEST-token',
-      TELEGRAM_API_ROOT: telegram.apiRoot,
-      LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
-    },
-  });
-  children.push(child);
-  return child;
+  return startParlorProcess({ databaseUrl: db.url, personasDir, llmBaseUrl: fake.openaiBaseUrl, telegramApiRoot: telegram.apiRoot, role }, children);
 }
 
 const sentTexts = () => telegram.callsOf('sendMessage').map((c) => String(c.body.text));
@@ -84,8 +63,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-  await Promise.allSettled(children);
+  await killAll(children);
   await sql?.end();
   await telegram?.close();
   await fake?.close();
