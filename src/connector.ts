@@ -9,6 +9,12 @@ export interface ConnectorCapabilities {
   /** Reactions, written as Unicode emoji in the core (the connector maps them to its platform's names). */
   react: boolean;
   threads: boolean;
+  /**
+   * A thread the bot posts in becomes the persona's: what people post there afterwards continues the conversation
+   * without a new mention (Slack, where a mention is answered in a thread on it). Recorded before the message goes,
+   * so a quick answer in the thread is never taken for chatter. Threads a send reports are recorded too.
+   */
+  ownsReplyThreads?: boolean;
   typing: boolean;
   /** `send` with `privateTo` in a group shows the message to that person alone (elsewhere it is sent to the chat). */
   privateReplies: boolean;

@@ -305,6 +305,8 @@ export function createSlackConnector(options: SlackOptions): Connector {
       removeButtons: true,
       react: true,
       threads: true,
+      // A mention is answered in a thread on it, and that thread is the persona's from then on.
+      ownsReplyThreads: true,
       // A bot has no "typing…" in Slack (only AI assistant threads have a status line).
       typing: false,
       privateReplies: true,

@@ -81,6 +81,10 @@ export function createDelivery(deps: {
 
   async function send(row: OutboundRow, connector: Connector): Promise<DeliveryResult> {
     let attempts = 0;
+    // The persona's thread from now on: known before the message goes out, so an answer typed there at once counts.
+    if (row.thread && row.conversationId && row.kind !== 'reaction' && connector.capabilities.ownsReplyThreads) {
+      await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: row.thread, conversationId: row.conversationId });
+    }
     try {
       const sent = await withRetries(
         () => {

@@ -116,6 +116,24 @@ describe('a thread the connector opens for a reply', () => {
   });
 });
 
+describe('a connector whose threads the bot posts in become the persona\'s', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness({ connector: { capabilities: { ownsReplyThreads: true }, sendDelayMs: 1000 } });
+  });
+  afterAll(() => h?.stop());
+
+  it('an answer typed in the thread while the bot is still posting there continues the conversation', async () => {
+    await h.chat.inject({ text: '@testy deploy it', chat: { id: 'g1', type: 'group', thread: 't9' }, mentioned: true, messageId: 'm-t9' });
+    // The reply is on its way (the platform takes a second): the thread is the persona's already.
+    await until(async () => (await h.query(sql`select 1 from outbound_messages where chat = 'g1' and status = 'sending'`)).length === 1, 'the reply to be on its way');
+    const followUp = await h.chat.inject({ text: 'and to staging', chat: { id: 'g1', type: 'group', thread: 't9' } });
+    expect(followUp).toEqual({ status: 'queued', conversationId: 'testy:chat:g1:t9' });
+    await h.chat.waitForSent(2);
+    await h.app.waitForIdle('testy:chat:g1:t9');
+  });
+});
+
 describe('reactions and "typing…"', () => {
   let h: Harness;
   beforeAll(async () => {

@@ -24,6 +24,8 @@ export interface RecordingOptions {
   capabilities?: Partial<ConnectorCapabilities>;
   /** Like Slack: a reply to a group message outside a thread opens a thread on that message (named after it). */
   opensThreads?: boolean;
+  /** Each send takes this long, as a slow platform's would (`sending` counts the sends under way). */
+  sendDelayMs?: number;
 }
 
 export function createRecordingConnector(id = 'chat', options: RecordingOptions = {}): RecordingConnector {
@@ -75,6 +77,7 @@ export function createRecordingConnector(id = 'chat', options: RecordingOptions 
       handler = undefined;
     },
     async send(message) {
+      if (options.sendDelayMs) await new Promise((r) => setTimeout(r, options.sendDelayMs));
       if (failures && failures.count > 0) {
         failures.count--;
         throw failures.error;
