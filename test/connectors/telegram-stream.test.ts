@@ -91,6 +91,8 @@ describe('a streamed reply on Telegram', () => {
     await until(() => sends().length === 1, 'the draft', 5_000);
     say('/stop');
     await until(() => edits().some((c) => /stopped/.test(String(c.body.text))), 'the stopped draft', 10_000);
+    // The command's own answer goes through the outbox: out before the next test counts what was sent.
+    await until(() => sends().some((c) => /^(Stopped|Nothing is running)/.test(String(c.body.text))), 'the answer to /stop', 10_000);
     await app.waitForIdle('tg:telegram:7');
     const last = plain(String(edits().at(-1)?.body.text ?? sends()[0].body.text));
     expect(last).toMatch(/— stopped$/);
