@@ -72,12 +72,12 @@ export interface App {
   stop(): Promise<void>;
 }
 
-/** The platform connectors whose settings are present and that are built; each platform's SDK loads only when used. */
+/** The platform connectors whose settings are present; each platform's SDK loads only when used. */
 export async function createPlatformConnectors(settings: Settings, log: Logger): Promise<Connector[]> {
   const connectors: Connector[] = [];
   for (const entry of CONNECTORS) {
     const connectorSettings = settings.connectors[entry.id];
-    if (connectorSettings !== undefined && entry.create) connectors.push(await entry.create(connectorSettings, { log }));
+    if (connectorSettings !== undefined) connectors.push(await entry.create(connectorSettings, { log }));
   }
   return connectors;
 }

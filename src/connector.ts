@@ -240,8 +240,8 @@ export interface ConnectorEntry<S = unknown> {
   secrets(settings: S): (string | undefined)[];
   /** `parlor doctor`'s check against the platform: what is fine, or throws what to fix. */
   doctor(settings: S, getJson: (url: string, headers: Record<string, string>, variable: string) => Promise<any>): Promise<string>;
-  /** Builds the connector; absent while the platform's connector is not built yet. */
-  create?(settings: S, context: { log: import('pino').Logger }): Connector | Promise<Connector>;
+  /** Builds the connector (its SDK is imported here, so it loads only when the platform is configured). */
+  create(settings: S, context: { log: import('pino').Logger }): Connector | Promise<Connector>;
   /** Whether several processes may receive for one token at once (a webhook, HTTP events) with these settings. */
   multiProcess(settings: S): boolean;
 }

@@ -19,9 +19,6 @@ export async function start(settings: Settings, values: { role: string }): Promi
     connectors: role === 'all' ? () => createPlatformConnectors(settings, log) : undefined,
   });
   log.info({ personas: app.personas.map((p) => p.name), role }, 'Parlor is running; Ctrl-C stops it');
-  for (const id of Object.keys(settings.connectors)) {
-    if (role === 'all' && !app.connectors.has(id)) log.warn({ connector: id }, `${id} is configured but this version of Parlor has no ${id} connector yet`);
-  }
   await shutdown.attach(app);
   return 0;
 }

@@ -256,7 +256,7 @@ export const questions = pgTable(
     status: text('status').$type<'pending' | 'answered' | 'expired'>().notNull().default('pending'),
     answer: jsonb('answer').$type<{ choice?: string; label: string; value?: unknown }>(),
     answeredBy: text('answered_by'),
-    /** How it was answered: `button click on telegram:42`, `telegram:42:1001`, `api`. */
+    /** How it was answered: `button click on <connector>:<chat>`, `<connector>:<chat>:<message>` (a typed reply), `api`. */
     answeredVia: text('answered_via'),
     answeredAt: timestamp('answered_at', { withTimezone: true }),
     /** Why it expired (timeout, restart). */
