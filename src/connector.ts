@@ -35,6 +35,12 @@ export interface EditLimits {
   perMinute: { dm: number; group: number };
 }
 
+/** The connector among those running here that serves this chat (a terminal serves only its own), if one does. */
+export function connectorForChat(connectors: ReadonlyMap<string, Connector>, id: string, chat: string): Connector | undefined {
+  const connector = connectors.get(id);
+  return connector && (!connector.chats || connector.chats.includes(chat)) ? connector : undefined;
+}
+
 /** Whether a message sent at `sentAt` can still be edited (the capability's window). */
 export function canEdit(capabilities: ConnectorCapabilities, sentAt: Date | undefined, now = Date.now()): boolean {
   const { edits } = capabilities;

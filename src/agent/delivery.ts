@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type postgres from 'postgres';
-import type { Connector, SentMessage } from '#src/connector.ts';
+import { connectorForChat, type Connector, type SentMessage } from '#src/connector.ts';
 import { recordConversationThread } from '#src/db/conversation-threads.ts';
 import type { Queryable } from '#src/db/client.ts';
 import {
@@ -82,9 +82,8 @@ export function createDelivery(deps: {
   async function send(row: OutboundRow, connector: Connector): Promise<DeliveryResult> {
     let attempts = 0;
     // The persona's thread from now on: known before the message goes out, so an answer typed there at once counts.
-    if (row.thread && row.conversationId && row.kind !== 'reaction' && connector.capabilities.ownsReplyThreads) {
-      await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: row.thread, conversationId: row.conversationId });
-    }
+    const threadKnown = Boolean(row.thread && row.conversationId && row.kind !== 'reaction' && connector.capabilities.ownsReplyThreads);
+    if (threadKnown) await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: row.thread!, conversationId: row.conversationId! });
     try {
       const sent = await withRetries(
         () => {
@@ -100,7 +99,7 @@ export function createDelivery(deps: {
       await markOutboundSent(db, row.id, sent.ids, attempts);
       // The thread the reply landed in is the persona's: what people post in it continues the reply's conversation
       // (without a new mention), whether the connector opened it for the reply or the conversation began in it.
-      if (sent.thread && row.conversationId) {
+      if (sent.thread && row.conversationId && !(threadKnown && sent.thread === row.thread)) {
         await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: sent.thread, conversationId: row.conversationId }).catch((err: unknown) =>
           log.warn({ err, conversation: row.conversationId }, 'the thread of a reply could not be recorded'),
         );
@@ -185,11 +184,7 @@ export function createDelivery(deps: {
     await notify(db, CHANNELS.outbox, row.connector);
   }
 
-  /** The connector that serves this chat in this process, if one does. */
-  function localConnector(id: string, chat: string): Connector | undefined {
-    const local = connectors.get(id);
-    return local && (!local.chats || local.chats.includes(chat)) ? local : undefined;
-  }
+  const localConnector = (id: string, chat: string) => connectorForChat(connectors, id, chat);
 
   async function showTyping(target: { connector: string; chat: string; thread?: string }) {
     const connector = localConnector(target.connector, target.chat);

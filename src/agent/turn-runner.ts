@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Connector } from '#src/connector.ts';
+import { connectorForChat, type Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
@@ -215,8 +215,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   async function replyStreamFor(persona: Persona, data: TurnJobData, replyTo: string | undefined, turnId: string, log: Logger): Promise<ReplyStream | undefined> {
     if (!persona.tools.stream || data.kind !== 'user' || !data.origin) return undefined;
     const { origin } = data;
-    const connector = deps.connectors.get(origin.connector);
-    if (!connector?.draft || !connector.capabilities.edits || (connector.chats && !connector.chats.includes(origin.chat))) return undefined;
+    const connector = connectorForChat(deps.connectors, origin.connector, origin.chat);
+    if (!connector?.draft || !connector.capabilities.edits) return undefined;
     const key = `turn:${turnId}:draft`;
     const earlier = await outboundRowByKey(db, key);
     const resume = Array.isArray(earlier?.platformMessageIds) ? (earlier.platformMessageIds as string[])[0] : undefined;

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Logger } from 'pino';
-import { canEdit, type Connector, type InboundEvent, type IngressResult } from '#src/connector.ts';
+import { canEdit, connectorForChat, type Connector, type InboundEvent, type IngressResult } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
 import { getConversation } from '#src/db/conversations.ts';
@@ -151,10 +151,7 @@ export function createQuestions(deps: QuestionsDeps) {
     }
   }
 
-  function localConnector(id: string, chat: string): Connector | undefined {
-    const connector = deps.connectors.get(id);
-    return connector && (!connector.chats || connector.chats.includes(chat)) ? connector : undefined;
-  }
+  const localConnector = (id: string, chat: string) => connectorForChat(deps.connectors, id, chat);
 
   /** Questions whose waiting process seemed gone at the last sweep: gone twice in a row, they are expired. */
   let suspects = new Set<string>();
