@@ -1,6 +1,6 @@
 import { parseConversationId } from '#src/conversation-id.ts';
 import type { Persona } from '#src/config/persona.ts';
-import type { Origin, TurnKind } from '#src/turns.ts';
+import { answersInText, type Origin, type TurnKind } from '#src/turns.ts';
 
 export interface PromptContext {
   persona: Persona;
@@ -35,7 +35,7 @@ export function buildSystemPrompt(ctx: PromptContext): string {
   const lines: string[] = [ctx.persona.soul, '', '## This turn', `- You are "${ctx.persona.name}". It is ${when} (${ctx.timezone}).`];
 
   // The results of tasks started from a chat are answered there, like a message.
-  const background = ctx.kind !== 'user' && ctx.kind !== 'persona' && !(ctx.kind === 'subagent' && ctx.origin);
+  const background = !answersInText(ctx.kind, ctx.origin);
   const from = ctx.kind === 'persona' ? parseConversationId(ctx.conversationId) : undefined;
   if (from?.kind === 'inbox') {
     lines.push(

@@ -31,12 +31,17 @@ export async function conversationTasks(db: Queryable, parentConversationId: str
     .limit(limit);
 }
 
+/** Takes the persona's task lock for the transaction: its limits are counted under it, by one process at a time. */
+export async function lockPersonaTasks(tx: Queryable, persona: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`subagents:${persona}`}))`);
+}
+
 /**
  * Starts as many of the persona's queued tasks as its limit allows: marked running here, their turns enqueued by
  * the caller in the same transaction. The persona's lock keeps two processes from passing the limit together.
  */
 export async function startQueuedTasks(tx: Queryable, persona: string, running: number): Promise<SubagentTaskRow[]> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtext(${`subagents:${persona}`}))`);
+  await lockPersonaTasks(tx, persona);
   const [busy] = await tx
     .select({ n: sql<number>`count(*)::int` })
     .from(subagentTasks)

@@ -2,7 +2,6 @@
 // by whichever worker process is free; their results go back to the conversation that started them, as one wake
 // turn per batch (the tasks one turn started), once the last of them has ended. Every step is in Postgres, so a restart loses nothing and pushes nothing twice.
 import { randomBytes } from 'node:crypto';
-import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
 import type { Persona } from '#src/config/persona.ts';
 import { parseConversationId, subagentConversationId } from '#src/conversation-id.ts';
@@ -16,6 +15,7 @@ import {
   finishSubagentTask,
   getSubagentTask,
   insertSubagentTask,
+  lockPersonaTasks,
   openConversationTasks,
   startQueuedTasks,
   type SubagentStatus,
@@ -167,7 +167,7 @@ export function createSubagents(deps: {
           const origin = ctx.origin ?? (parentTask?.origin as Origin | undefined);
           const refused = await db.transaction(async (tx) => {
             // Counted under the persona's lock, so two calls of one turn cannot both pass the limit.
-            await tx.execute(sqlLock(persona.name));
+            await lockPersonaTasks(tx, persona.name);
             if ((await countTurnTasks(tx, ctx.turnId)) >= limits.perTurn) return `this turn has started ${limits.perTurn} subagents already, the most one turn may; wait for their results`;
             await insertSubagentTask(tx, {
               handle,
@@ -260,10 +260,6 @@ export function createSubagents(deps: {
   }
 }
 
-/** The persona's task lock (see startQueuedTasks): limits are counted under it. */
-function sqlLock(persona: string) {
-  return sql`select pg_advisory_xact_lock(hashtext(${`subagents:${persona}`}))`;
-}
 
 /** The wake's text: each task with its state and (for one that finished) the start of its answer. */
 export function resultsText(rows: readonly SubagentTaskRow[]): string {
