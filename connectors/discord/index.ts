@@ -29,6 +29,7 @@ import {
 } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { sleep } from '#src/retry.ts';
+import { keepConnecting as reconnect } from '../shared/reconnect.ts';
 import { componentsFor } from './components.ts';
 import { downloadAttachment } from './download.ts';
 import { createDiscordDraft, EDIT_LIMITS } from './draft.ts';
@@ -51,7 +52,6 @@ export interface DiscordOptions {
 const ALLOWED_MENTIONS = { parse: ['users'], replied_user: true };
 /** Files per message Discord takes. */
 const FILES_PER_MESSAGE = 10;
-const MAX_START_RETRY_MS = 60_000;
 /** Said privately to someone whose click could not be recorded. */
 const CLICK_FAILED = 'Sorry, that click could not be recorded; please try again in a moment.';
 
@@ -205,26 +205,18 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
   }
 
   /** Discord could not be reached at start: every try is logged with its cause and when the next one is. */
-  async function keepConnecting(first: unknown): Promise<void> {
-    let err = first;
-    for (let attempt = 1; !stopper.signal.aborted; attempt++) {
-      const waitMs = Math.min(MAX_START_RETRY_MS, 2000 * 2 ** (attempt - 1));
-      state = { state: 'down', detail: `${describe(err)}; trying again in ${Math.round(waitMs / 1000)} s` };
-      log.warn({ apiUrl: api ?? 'https://discord.com/api', attempt }, `cannot reach Discord (${state.detail})`);
-      await sleep(waitMs, stopper.signal);
-      if (stopper.signal.aborted) return;
-      try {
-        await connect();
-        return;
-      } catch (next) {
-        if (next instanceof ConfigError) {
-          state = { state: 'down', detail: next.message };
-          log.error(next.message);
-          return;
-        }
-        err = next;
-      }
-    }
+  function keepConnecting(first: unknown): Promise<void> {
+    return reconnect({
+      platform: 'Discord',
+      first,
+      connect,
+      signal: stopper.signal,
+      describe,
+      fatal: (err) => (err instanceof ConfigError ? { detail: err.message, message: err.message } : undefined),
+      setState: (next) => (state = next),
+      log,
+      where: { apiUrl: api ?? 'https://discord.com/api' },
+    });
   }
 
   /** The channel a message goes to: a thread, a channel, or the DM with a person named by their user id. */

@@ -12,6 +12,7 @@ import {
 } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { sleep } from '#src/retry.ts';
+import { keepConnecting as reconnect } from '../shared/reconnect.ts';
 import { acknowledgeBy } from '../shared/ack.ts';
 import { createSlackDraft, EDIT_LIMITS } from './draft.ts';
 import { slackEmojiName } from './emoji.ts';
@@ -45,7 +46,6 @@ export interface SlackOptions {
 
 /** Slack wants every event and interaction acknowledged within 3 s. */
 const ACK_DEADLINE_MS = 3000;
-const MAX_START_RETRY_MS = 60_000;
 /** How long start-up waits for Socket Mode's first connection before carrying on without it. */
 const SOCKET_START_WAIT_MS = 30_000;
 /** How long a first message from someone waits for their name (users.info). */
@@ -234,26 +234,18 @@ export function createSlackConnector(options: SlackOptions): Connector {
     log.info({ bot: bot.name, mode: socketMode ? 'Socket Mode' : `HTTP events at ${EVENTS_PATH}` }, 'receiving Slack events');
   }
 
-  async function keepConnecting(first: unknown): Promise<void> {
-    let err = first;
-    for (let attempt = 1; !stopper.signal.aborted; attempt++) {
-      const waitMs = Math.min(MAX_START_RETRY_MS, 2000 * 2 ** (attempt - 1));
-      state = { state: 'down', detail: `${describe(err)}; trying again in ${Math.round(waitMs / 1000)} s` };
-      log.warn({ apiUrl: slackApiUrl, attempt }, `cannot reach Slack (${state.detail})`);
-      await sleep(waitMs, stopper.signal);
-      if (stopper.signal.aborted) return;
-      try {
-        await connect();
-        return;
-      } catch (next) {
-        if (next instanceof ConfigError || isTokenError(next)) {
-          state = { state: 'down', detail: describe(next) };
-          log.error(describe(next));
-          return;
-        }
-        err = next;
-      }
-    }
+  function keepConnecting(first: unknown): Promise<void> {
+    return reconnect({
+      platform: 'Slack',
+      first,
+      connect,
+      signal: stopper.signal,
+      describe,
+      fatal: (err) => (err instanceof ConfigError || isTokenError(err) ? { detail: describe(err), message: describe(err) } : undefined),
+      setState: (next) => (state = next),
+      log,
+      where: { apiUrl: slackApiUrl },
+    });
   }
 
   /** A Web API call whose failure is a PlatformError; `partlySent` makes it final (a retry would repeat what went out). */

@@ -20,7 +20,7 @@ import {
   type SentMessage,
 } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
-import { sleep } from '#src/retry.ts';
+import { keepConnecting as reconnect } from '../shared/reconnect.ts';
 import { CAPTION_LIMIT, formatForTelegram, splitText, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { pollUpdates } from './polling.ts';
@@ -68,7 +68,6 @@ export function createTelegramApi(token: string, apiRoot?: string): Api {
 
 const API_TIMEOUT_SECONDS = 90;
 /** How long a start-up that cannot reach Telegram waits between tries, at most. */
-const MAX_START_RETRY_MS = 60_000;
 
 /**
  * Telegram over the Bot API with grammY's client. Updates are long-polled by this process alone (or pushed to
@@ -117,28 +116,18 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
   }
 
   /** Telegram could not be reached at start: every try is logged with its cause and when the next one is. */
-  async function keepConnecting(first: unknown): Promise<void> {
-    let err = first;
-    for (let attempt = 1; !stopper.signal.aborted; attempt++) {
-      const waitMs = Math.min(MAX_START_RETRY_MS, 2000 * 2 ** (attempt - 1));
-      const detail = `${describe(err)}; trying again in ${Math.round(waitMs / 1000)} s`;
-      state = { state: 'down', detail };
-      log.warn({ apiRoot: options.apiRoot ?? 'https://api.telegram.org', attempt }, `cannot reach Telegram (${detail})`);
-      await sleep(waitMs, stopper.signal);
-      if (stopper.signal.aborted) return;
-      try {
-        await connect();
-        log.info({ attempt }, 'Telegram is reachable again');
-        return;
-      } catch (next) {
-        if (isTokenRefused(next)) {
-          state = { state: 'down', detail: describe(next) };
-          log.error(tokenRefused(next as GrammyError, options.apiRoot).message);
-          return;
-        }
-        err = next;
-      }
-    }
+  function keepConnecting(first: unknown): Promise<void> {
+    return reconnect({
+      platform: 'Telegram',
+      first,
+      connect,
+      signal: stopper.signal,
+      describe,
+      fatal: (err) => (isTokenRefused(err) ? { detail: describe(err), message: tokenRefused(err as GrammyError, options.apiRoot).message } : undefined),
+      setState: (next) => (state = next),
+      log,
+      where: { apiRoot: options.apiRoot ?? 'https://api.telegram.org' },
+    });
   }
 
   /** Resolves once the core has taken the update (stored, set aside, or nothing to do); throws to have it again. */
