@@ -68,6 +68,22 @@ export const toolsSchema = {
         timeoutSeconds: { type: 'integer', minimum: 10, maximum: 7200 },
       },
     },
+    // web_fetch refuses private, loopback and link-local addresses; hosts listed here (a home server) it may reach.
+    web: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        allowHosts: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
+      },
+    },
+    // Commands left running in the background (shell_exec past yield_ms): how many at once.
+    processes: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        max: { type: 'integer', minimum: 0, maximum: 32 },
+      },
+    },
   },
 } as const;
 

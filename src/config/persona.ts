@@ -60,6 +60,10 @@ export interface Persona {
     /** How commands run: in the sandbox (the default), or, by the owner's explicit choice, without one. */
     shell: 'sandboxed' | 'unsandboxed';
     subagents: SubagentLimits;
+    /** Hosts web_fetch may reach even when they resolve to a private or loopback address. */
+    web: { allowHosts: string[] };
+    /** At most this many background commands run at once for the persona. */
+    processes: { max: number };
   };
   schedules: ScheduleEntry[];
   /** Persona secrets from its `.env`: handed to tools by name, never shown to the model. */
@@ -81,6 +85,9 @@ export interface SubagentLimits {
   /** How long a task may run. */
   timeoutSeconds: number;
 }
+
+/** Background commands a persona may have running at once, unless its tools.jsonc says otherwise. */
+export const PROCESS_DEFAULT_MAX = 4;
 
 export const SUBAGENT_DEFAULTS: SubagentLimits = { maxDepth: 1, perTurn: 5, running: 4, maxIterations: 20, timeoutSeconds: 600 };
 
@@ -178,6 +185,8 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
       approvalTimeoutSeconds: tools.approvalTimeoutSeconds,
       shell: tools.shell ?? 'sandboxed',
       subagents: { ...SUBAGENT_DEFAULTS, ...tools.subagents },
+      web: { allowHosts: tools.web?.allowHosts ?? [] },
+      processes: { max: tools.processes?.max ?? PROCESS_DEFAULT_MAX },
     },
     schedules,
     secrets,
