@@ -27,7 +27,10 @@ import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
+import { ProcessRegistry } from '#src/tools/processes.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
+import { createProcessStore } from '#src/subagents/background-processes.ts';
+import { killTagged } from '#tools/shell-process.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { CHANNELS, listen } from '#src/db/channels.ts';
 
@@ -45,6 +48,8 @@ export interface AppOptions {
   /** Overrides for tests and benchmarks. */
   model?: ModelClient;
   tools?: Tool[];
+  /** The registry the given `tools` keep their background commands in (createBuiltinTools' `processes`). */
+  processes?: ProcessRegistry;
   history?: HistoryBudget;
   modelRetryDeadlineMs?: number;
   questionSweepMs?: number;
@@ -95,6 +100,8 @@ export async function startApp(options: AppOptions): Promise<App> {
   // The shell sandbox hides Parlor's own state wherever it lives: its home (the embedded database and its password),
   // the personas folder (other personas, .env files) and the environment file.
   const hide = [settings.home, settings.personasDir, path.join(process.cwd(), '.env')];
+  // Commands shell_exec leaves running in the background; recorded in Postgres once the database is there.
+  const processes = options.processes ?? new ProcessRegistry(log.child({ module: 'processes' }));
   const toolList =
     options.tools ??
     createBuiltinTools({
@@ -103,6 +110,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       personaDirs: personas.map((p) => p.dir),
       // Files send_message sends are copied here when the tool runs (hidden from commands, kept a day).
       outgoingDir: path.join(settings.home, 'outgoing'),
+      processes,
     });
   checkToolPolicies(personas, toolList.map((t) => t.name));
   for (const warning of unapprovedActions(personas, toolList)) log.warn(warning);
@@ -136,6 +144,13 @@ export async function startApp(options: AppOptions): Promise<App> {
     await migrateDatabase(database);
     const jobs = await startJobSystem(database, log);
     cleanups.push(() => jobs.stop({ timeoutMs: 3000 }));
+    const processStore = createProcessStore({ database, jobs, log, killTagged });
+    processes.attach(processStore);
+    // After the turns have stopped (cleanups run in reverse) and while jobs can still carry the wakes that say so.
+    cleanups.push(async () => {
+      processStore.stop();
+      await processes.stopAll();
+    });
 
     const connectors = new Map<string, Connector>();
     for (const c of given) connectors.set(c.id, c);
@@ -211,6 +226,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       cleanups.push(() => scheduler.stop());
       await subagents.start();
       cleanups.push(() => subagents.stop());
+      processStore.start();
     }
     await delivery.startOutbox();
 

@@ -5,7 +5,8 @@ import type { ShellUser } from '#src/tools/shell-user.ts';
 import type { Tool, ToolContext } from '#src/tools/types.ts';
 import { resolveWorkspaceFolder } from '#src/tools/workspace.ts';
 import { deniedReason } from './shell-deny.ts';
-import { MAX_OUTPUT_BYTES, runCommand } from './shell-process.ts';
+import { formatDuration, type ProcessRegistry } from '#src/tools/processes.ts';
+import { formatCommandResult, MAX_OUTPUT_BYTES, startCommand, type RunOptions, type StartedCommand } from './shell-process.ts';
 import { summarizeShellCall } from './shell-summary.ts';
 
 export { deniedReason } from './shell-deny.ts';
@@ -16,6 +17,8 @@ interface Args {
   cwd?: string;
   timeout_ms?: number;
   env?: Record<string, string>;
+  yield_ms?: number;
+  background?: boolean;
 }
 
 export interface ShellExecOptions {
@@ -32,15 +35,25 @@ export interface ShellExecOptions {
      */
     status?: () => SandboxStatus;
   };
+  /** Where a command still running after its yield goes on (absent: every command runs to its end or timeout). */
+  processes?: ProcessRegistry;
 }
 
 const MAX_COMMAND_CHARS = 10_000;
 const MAX_TIMEOUT_MS = 600_000;
 const DEFAULT_TIMEOUT_MS = 60_000;
+const DEFAULT_YIELD_MS = 10_000;
+/** A command in the background runs this long unless timeout_ms says otherwise, and at most MAX_BACKGROUND_MS. */
+const DEFAULT_BACKGROUND_MS = 30 * 60_000;
+const MAX_BACKGROUND_MS = 2 * 3600_000;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SECRET_REFERENCE = /^\$([A-Za-z_][A-Za-z0-9_]*)$/;
 // Taken from Parlor's own environment; everything else (DATABASE_URL, API keys, bot tokens) stays out.
 const PASSED_THROUGH = ['PATH', 'HOME', 'LANG', 'LC_ALL', 'LC_CTYPE', 'TZ', 'TERM', 'USER', 'LOGNAME', 'SHELL', 'TMPDIR'];
+
+const SHARED_DESCRIPTION =
+  'The environment is minimal (PATH, HOME, locale). env adds variables; a value written as "$NAME" is replaced by your secret NAME, ' +
+  'so pass secrets that way (e.g. env {"GH_TOKEN": "$GITHUB_TOKEN"}) and refer to them in the command as "$GH_TOKEN" rather than writing them out.';
 
 /**
  * Runs a shell command in the persona's workspace, in the sandbox (see src/tools/sandbox.ts), with a scrubbed
@@ -55,14 +68,21 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
   const warned = new Set<string>();
   return {
     name: 'shell_exec',
-    description:
-      'Run a shell command with /bin/sh -c in your workspace folder (cwd is a folder relative to it) and get back "exit=<code>" and the combined stdout+stderr. ' +
-      'Only the workspace is yours to write (in the bubblewrap sandbox /tmp is private to the command too). ' +
-      `Output past ${MAX_OUTPUT_BYTES / 1024} KB is cut off, so filter or redirect big output to a file. ` +
-      `The command is killed with everything it started after timeout_ms (default ${DEFAULT_TIMEOUT_MS / 1000} s, at most ${MAX_TIMEOUT_MS / 1000} s), ` +
-      'and background processes it leaves end with it; there is no stdin. ' +
-      'The environment is minimal (PATH, HOME, locale). env adds variables; a value written as "$NAME" is replaced by your secret NAME, ' +
-      'so pass secrets that way (e.g. env {"GH_TOKEN": "$GITHUB_TOKEN"}) and refer to them in the command as "$GH_TOKEN" rather than writing them out.',
+    description: options.processes
+      ? 'Run a shell command with /bin/sh -c in your workspace folder (cwd is a folder relative to it) and get back "exit=<code>" and the combined stdout+stderr. ' +
+        'Only the workspace is yours to write (in the bubblewrap sandbox /tmp is private to the command too). ' +
+        `Output past ${MAX_OUTPUT_BYTES / 1024} KB is cut off, so filter or redirect big output to a file. ` +
+        `A command still running after yield_ms (default ${DEFAULT_YIELD_MS / 1000} s) goes on in the background: you get a bg_… handle and its output so far, ` +
+        'the process tool reads, writes and stops it, and a message comes to this conversation when it exits (so "tell me when the build is done" needs no polling). ' +
+        'background=true sends it there at once and keeps its stdin open for process write. ' +
+        `timeout_ms kills it with everything it started (default ${DEFAULT_TIMEOUT_MS / 1000} s in the foreground, ${DEFAULT_BACKGROUND_MS / 60_000} min in the background, at most ${MAX_BACKGROUND_MS / 3600_000} h). ` +
+        SHARED_DESCRIPTION
+      : 'Run a shell command with /bin/sh -c in your workspace folder (cwd is a folder relative to it) and get back "exit=<code>" and the combined stdout+stderr. ' +
+        'Only the workspace is yours to write (in the bubblewrap sandbox /tmp is private to the command too). ' +
+        `Output past ${MAX_OUTPUT_BYTES / 1024} KB is cut off, so filter or redirect big output to a file. ` +
+        `The command is killed with everything it started after timeout_ms (default ${DEFAULT_TIMEOUT_MS / 1000} s, at most ${MAX_TIMEOUT_MS / 1000} s), ` +
+        'and background processes it leaves end with it; there is no stdin. ' +
+        SHARED_DESCRIPTION,
     parameters: {
       type: 'object',
       additionalProperties: false,
@@ -70,7 +90,13 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
       properties: {
         command: { type: 'string', minLength: 1, maxLength: MAX_COMMAND_CHARS },
         cwd: { type: 'string', minLength: 1, description: 'Folder to run in, relative to the workspace (default: the workspace).' },
-        timeout_ms: { type: 'integer', minimum: 1, maximum: MAX_TIMEOUT_MS, description: `Default ${DEFAULT_TIMEOUT_MS}.` },
+        timeout_ms: { type: 'integer', minimum: 1, maximum: options.processes ? MAX_BACKGROUND_MS : MAX_TIMEOUT_MS, description: `Default ${DEFAULT_TIMEOUT_MS}.` },
+        ...(options.processes
+          ? {
+              yield_ms: { type: 'integer', minimum: 1_000, maximum: MAX_TIMEOUT_MS, description: `Wait this long before going on in the background (default ${DEFAULT_YIELD_MS}).` },
+              background: { type: 'boolean', description: 'Go on in the background at once, with stdin open for process write.' },
+            }
+          : {}),
         env: {
           type: 'object',
           propertyNames: { pattern: ENV_NAME.source },
@@ -116,22 +142,69 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
         access.mode === 'sandboxed' ? { HOME: workspace, TMPDIR: '/tmp' } : user ? { HOME: workspace, TMPDIR: '/tmp', USER: user.name, LOGNAME: user.name } : {};
       const env = buildEnv(args.env ?? {}, ctx.persona, base);
       if ('error' in env) return `error: ${env.error}; the command did not run.`;
-      const timeoutMs = Math.min(Math.max(args.timeout_ms ?? DEFAULT_TIMEOUT_MS, 1), MAX_TIMEOUT_MS);
+      // Background commands are for conversations that a wake can reach: not for a task, whose turn ends with its result.
+      const processes = ctx.kind === 'task' ? undefined : options.processes;
+      const background = processes !== undefined && args.background === true;
+      const foregroundMs = Math.min(args.timeout_ms ?? DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS);
+      const backgroundMs = Math.min(args.timeout_ms ?? DEFAULT_BACKGROUND_MS, MAX_BACKGROUND_MS);
       const argv = ['/bin/sh', '-c', args.command];
-      const common = { timeoutMs, signal: ctx.signal };
-      ctx.log.debug({ tool: 'shell_exec', cwd, timeoutMs, mode: access.mode }, 'running shell command');
-      if (access.mode === 'unsandboxed') return runCommand({ file: argv[0]!, args: argv.slice(1), sandboxed: false, cwd, env: env.vars, ...common });
-      if (user) {
+      const common = { timeoutMs: background ? backgroundMs : foregroundMs, signal: ctx.signal, keepInput: background };
+      ctx.log.debug({ tool: 'shell_exec', cwd, mode: access.mode, background }, 'running shell command');
+      let run: RunOptions;
+      if (access.mode === 'unsandboxed') run = { file: argv[0]!, args: argv.slice(1), sandboxed: false, cwd, env: env.vars, ...common };
+      else if (user) {
         const refused = await prepareForUser(user, workspace, hide, ctx.log);
         if (refused) return `error: ${refused}; the command did not run.`;
-        return runCommand({ file: argv[0]!, args: argv.slice(1), sandboxed: false, user, cwd, env: env.vars, ...common });
+        run = { file: argv[0]!, args: argv.slice(1), sandboxed: false, user, cwd, env: env.vars, ...common };
+      } else {
+        const sandboxed = sandboxedCommand(argv, { workspace, cwd, hide });
+        if (!sandboxed) return 'error: the sandbox is not available; the command did not run.';
+        run = { ...sandboxed, sandboxed: true, cwd: workspace, env: env.vars, ...common };
       }
-
-      const sandboxed = sandboxedCommand(argv, { workspace, cwd, hide });
-      if (!sandboxed) return 'error: the sandbox is not available; the command did not run.';
-      return runCommand({ ...sandboxed, sandboxed: true, cwd: workspace, env: env.vars, ...common });
+      const command = startCommand(run);
+      if (!processes) return formatCommandResult(await command.exited, command.output);
+      return runOrYield(command, processes, ctx, { command: args.command, background, yieldMs: args.yield_ms ?? DEFAULT_YIELD_MS, backgroundMs });
     },
   };
+}
+
+/**
+ * The command's result when it ends within its yield; else it goes on in the background and the result is its
+ * handle and output so far. A persona at its limit of background commands waits for the end in the foreground.
+ */
+async function runOrYield(
+  command: StartedCommand,
+  processes: ProcessRegistry,
+  ctx: ToolContext,
+  how: { command: string; background: boolean; yieldMs: number; backgroundMs: number },
+): Promise<string> {
+  if (!how.background) {
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([
+      command.exited.then(() => true),
+      new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), how.yieldMs))),
+    ]);
+    clearTimeout(timer);
+    if (ended || !command.running || ctx.signal.aborted) return formatCommandResult(await command.exited, command.output);
+  }
+  const owner = { persona: ctx.persona.name, conversationId: ctx.conversationId, turnId: ctx.turnId, origin: ctx.origin };
+  const adopted = await processes.adopt(command, { ...owner, command: how.command, max: ctx.persona.tools.processes.max });
+  if ('refused' in adopted) {
+    if (how.background) {
+      command.stop('killed');
+      await command.exited;
+      return `error: the command cannot go to the background: ${adopted.refused}; it was stopped.`;
+    }
+    const result = formatCommandResult(await command.exited, command.output);
+    return `${result}\n[it could not go on in the background: ${adopted.refused}]`;
+  }
+  command.detach(how.backgroundMs);
+  const output = command.output.read(0, MAX_OUTPUT_BYTES);
+  return [
+    `running in the background as ${adopted.id} (after ${formatDuration(Date.now() - command.startedAt)}; stopped after ${formatDuration(how.backgroundMs)} at most)`,
+    output.text.replace(/\n$/, '') || '(no output yet)',
+    `[${command.output.total} bytes so far: process read ${adopted.id} since=${output.next} for more; you will get a message here when it exits]`,
+  ].join('\n');
 }
 
 /**

@@ -28,16 +28,106 @@ export interface RunOptions {
   env: Record<string, string>;
   timeoutMs: number;
   signal: AbortSignal;
+  /** Keep the command's stdin open for `write` (otherwise it reads end-of-file at once). */
+  keepInput?: boolean;
+}
+
+/** How a command ended, once nothing it started can still be running. */
+export interface CommandExit {
+  /** `0`, `1`, `signal SIGTERM`, `timeout`, `cancelled`, `killed`, or `error` when it could not start. */
+  status: string;
+  /** Lines said after the output: truncation, how it was killed. */
+  notes: string[];
+  /** When it could not be started: why. */
+  startError?: string;
+  durationMs: number;
 }
 
 /**
- * Runs a command and reports `exit=<status>` and its output (capped), once nothing it started can still be running.
- * In the sandbox the command's PID namespace ends with it, taking `sleep 1000 &` and `setsid ...` along; run
- * directly (as Parlor's user or a user of its own), its process group and every process carrying its tag are
- * killed when it ends or times out.
+ * A command's combined output: the first `headBytes` as they came (a command's result), and a rolling window of the
+ * last `windowBytes` addressed by byte offsets from the start (what `process read` pages through).
  */
-export async function runCommand(options: RunOptions): Promise<string> {
+export class OutputBuffer {
+  private readonly head: Buffer[] = [];
+  private headLength = 0;
+  private window: Buffer[] = [];
+  private windowLength = 0;
+  /** Bytes the command has written in all. */
+  total = 0;
+
+  constructor(
+    private readonly headBytes = MAX_OUTPUT_BYTES,
+    private readonly windowBytes = 256 * 1024,
+  ) {}
+
+  push(bytes: Buffer): void {
+    this.total += bytes.length;
+    const room = this.headBytes - this.headLength;
+    if (room > 0) {
+      const part = bytes.length > room ? bytes.subarray(0, room) : bytes;
+      this.head.push(part);
+      this.headLength += part.length;
+    }
+    this.window.push(bytes);
+    this.windowLength += bytes.length;
+    while (this.windowLength - (this.window[0]?.length ?? 0) >= this.windowBytes) this.windowLength -= this.window.shift()!.length;
+  }
+
+  /** The first bytes, and how many more there were. */
+  headText(): { text: string; dropped: number } {
+    return { text: Buffer.concat(this.head).toString('utf8'), dropped: this.total - this.headLength };
+  }
+
+  /** Offset of the first byte still held. */
+  get start(): number {
+    return this.total - this.windowLength;
+  }
+
+  /**
+   * Up to `maxBytes` from offset `since`: `dropped` counts the bytes between `since` and the oldest byte still held
+   * (gone from the window), `next` is the offset to read from next.
+   */
+  read(since: number, maxBytes: number): { text: string; from: number; next: number; dropped: number } {
+    const from = Math.min(Math.max(since, this.start), this.total);
+    const all = Buffer.concat(this.window);
+    const slice = all.subarray(from - this.start, Math.min(from - this.start + maxBytes, all.length));
+    return { text: slice.toString('utf8'), from, next: from + slice.length, dropped: Math.max(0, this.start - since) };
+  }
+
+  /** The last `maxBytes` (the tail a wake shows). */
+  tail(maxBytes: number): string {
+    return this.read(Math.max(0, this.total - maxBytes), maxBytes).text;
+  }
+}
+
+/** A command that was started: its output so far, and how it ended once it has. */
+export interface StartedCommand {
+  output: OutputBuffer;
+  /** Resolves once the command is over and nothing it started still runs. */
+  exited: Promise<CommandExit>;
+  readonly running: boolean;
+  readonly startedAt: number;
+  /** Set in the environment of a command run outside the sandbox: what killTagged finds it by after a crash. */
+  readonly tag?: string;
+  /** Ends the command and everything it started (SIGTERM, then SIGKILL after a grace period). */
+  stop(why: 'timeout' | 'cancelled' | 'killed'): void;
+  /** Sends a signal to the command's whole tree (SIGTERM and SIGKILL: `stop('killed')`). */
+  signal(signal: NodeJS.Signals): void;
+  /** Writes to its stdin; false when it has none open. `end` closes it afterwards. */
+  write(data: string, end?: boolean): boolean;
+  /** It no longer stops with the turn that started it, and is stopped `timeoutMs` after it started instead. */
+  detach(timeoutMs: number): void;
+}
+
+/**
+ * Starts a command whose output is counted and kept (see OutputBuffer), not piled up: a command printing gigabytes
+ * costs no memory. In the sandbox the command's PID namespace ends with it, taking `sleep 1000 &` and `setsid ...`
+ * along; run directly (as Parlor's user or a user of its own), its process group and every process carrying its tag
+ * are killed when it ends or is stopped.
+ */
+export function startCommand(options: RunOptions): StartedCommand {
   const tag = randomBytes(12).toString('hex');
+  const startedAt = Date.now();
   const subprocess = execa(options.file, options.args, {
     cwd: options.cwd,
     env: options.sandboxed ? options.env : { ...options.env, [RUN_TAG]: tag },
@@ -46,26 +136,27 @@ export async function runCommand(options: RunOptions): Promise<string> {
     ...(options.user ? { uid: options.user.uid, gid: options.user.gid } : {}),
     // Its own process group, so the whole tree can be signalled at once through -pid.
     detached: true,
-    stdin: 'ignore',
+    stdin: options.keepInput ? 'pipe' : 'ignore',
     all: true,
-    // Read by us as a stream and counted, so a command printing gigabytes costs no memory.
     buffer: false,
     reject: false,
   });
+  subprocess.stdin?.on('error', () => {});
 
-  let stopped: 'timeout' | 'cancelled' | undefined;
+  let stopped: 'timeout' | 'cancelled' | 'killed' | undefined;
   let cleanedUp: Promise<void> | undefined;
   const cleanUp = () => {
     if (cleanedUp || subprocess.pid === undefined) return;
     cleanedUp = killTree(subprocess.pid, options.sandboxed ? undefined : tag);
   };
   let exited = false;
-  const stop = (why: 'timeout' | 'cancelled') => {
+  const stop = (why: 'timeout' | 'cancelled' | 'killed') => {
     if (stopped || exited) return;
     stopped = why;
     cleanUp();
   };
-  const timer = setTimeout(() => stop('timeout'), options.timeoutMs);
+  let limitMs = options.timeoutMs;
+  let timer = setTimeout(() => stop('timeout'), limitMs);
   const onAbort = () => stop('cancelled');
   options.signal.addEventListener('abort', onAbort, { once: true });
   if (options.signal.aborted) stop('cancelled');
@@ -84,53 +175,93 @@ export async function runCommand(options: RunOptions): Promise<string> {
     }, KILL_GRACE_MS + DRAIN_AFTER_EXIT_MS);
   });
 
-  const chunks: Buffer[] = [];
-  let kept = 0;
-  let dropped = 0;
-  try {
-    for await (const chunk of subprocess.all ?? []) {
-      const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk));
-      const room = MAX_OUTPUT_BYTES - kept;
-      if (room > 0) {
-        const part = bytes.length > room ? bytes.subarray(0, room) : bytes;
-        chunks.push(part);
-        kept += part.length;
-      }
-      dropped += Math.max(0, bytes.length - Math.max(room, 0));
+  const output = new OutputBuffer();
+  const finished = (async (): Promise<CommandExit> => {
+    try {
+      for await (const chunk of subprocess.all ?? []) output.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
+    } catch {
+      // Destroyed above, or the pipe broke: what was read so far is the output.
     }
-  } catch {
-    // Destroyed above, or the pipe broke: what was read so far is the output.
-  }
-  const result = await subprocess;
-  clearTimeout(timer);
-  clearTimeout(drainTimer);
-  options.signal.removeEventListener('abort', onAbort);
-  await cleanedUp;
+    const result = await subprocess;
+    clearTimeout(timer);
+    clearTimeout(drainTimer);
+    options.signal.removeEventListener('abort', onAbort);
+    await cleanedUp;
+    const durationMs = Date.now() - startedAt;
+    if (result.exitCode === undefined && result.signal === undefined && !stopped) {
+      return { status: 'error', notes: [], startError: result.shortMessage, durationMs };
+    }
+    const signal = result.signal ?? (options.sandboxed ? signalFromStatus(result.exitCode) : undefined);
+    const notes: string[] = [];
+    let status: string;
+    if (stopped === 'timeout') {
+      status = 'timeout';
+      notes.push(`[killed after ${formatSeconds(limitMs)}: timed out]`);
+    } else if (stopped === 'cancelled') {
+      status = 'cancelled';
+      notes.push('[killed: the turn was stopped]');
+    } else if (stopped === 'killed') {
+      status = 'killed';
+      notes.push('[killed on request]');
+    } else if (signal) {
+      status = `signal ${signal}`;
+      notes.push(`[killed by signal ${signal}]`);
+    } else {
+      status = String(result.exitCode);
+    }
+    if (abandonedOutput) notes.push('[stopped reading: a background process still held the output]');
+    return { status, notes, durationMs };
+  })();
 
-  if (result.exitCode === undefined && result.signal === undefined && !stopped) {
-    return `error: the command could not be started: ${result.shortMessage}`;
-  }
+  return {
+    output,
+    exited: finished,
+    startedAt,
+    ...(options.sandboxed ? {} : { tag }),
+    get running() {
+      return !exited;
+    },
+    stop,
+    signal(signal) {
+      if (signal === 'SIGTERM' || signal === 'SIGKILL') return stop('killed');
+      if (exited || subprocess.pid === undefined) return;
+      signalGroup(subprocess.pid, signal);
+      for (const pid of options.sandboxed ? [] : liveProcesses(subprocess.pid, tag)) signalProcess(pid, signal);
+    },
+    write(data, end) {
+      const stdin = subprocess.stdin;
+      if (!stdin || stdin.destroyed || stdin.writableEnded || exited) return false;
+      stdin.write(data);
+      if (end) stdin.end();
+      return true;
+    },
+    detach(timeoutMs) {
+      options.signal.removeEventListener('abort', onAbort);
+      clearTimeout(timer);
+      limitMs = timeoutMs;
+      timer = setTimeout(() => stop('timeout'), Math.max(0, startedAt + timeoutMs - Date.now()));
+    },
+  };
+}
 
-  const signal = result.signal ?? (options.sandboxed ? signalFromStatus(result.exitCode) : undefined);
-  let status: string;
-  const notes: string[] = [];
-  if (stopped === 'timeout') {
-    status = 'timeout';
-    notes.push(`[killed after ${formatSeconds(options.timeoutMs)}: timed out]`);
-  } else if (stopped === 'cancelled') {
-    status = 'cancelled';
-    notes.push('[killed: the turn was stopped]');
-  } else if (signal) {
-    status = `signal ${signal}`;
-    notes.push(`[killed by signal ${signal}]`);
-  } else {
-    status = String(result.exitCode);
-  }
+/** A finished command as the model reads it: `exit=<status>`, its output (the first MAX_OUTPUT_BYTES), notes. */
+export function formatCommandResult(exit: CommandExit, output: OutputBuffer): string {
+  if (exit.startError !== undefined) return `error: the command could not be started: ${exit.startError}`;
+  const { text, dropped } = output.headText();
+  const notes = [...exit.notes];
   if (dropped > 0) notes.unshift(`[output truncated: ${dropped} more bytes]`);
-  if (abandonedOutput) notes.push('[stopped reading: a background process still held the output]');
+  return [`exit=${exit.status}`, text.replace(/\n$/, '') || '(no output)', ...notes].join('\n');
+}
 
-  const output = Buffer.concat(chunks).toString('utf8').replace(/\n$/, '');
-  return [`exit=${status}`, output || '(no output)', ...notes].join('\n');
+/** Runs a command to its end and reports it (formatCommandResult). */
+export async function runCommand(options: RunOptions): Promise<string> {
+  const command = startCommand(options);
+  return formatCommandResult(await command.exited, command.output);
+}
+
+/** Kills processes a Parlor process that died left behind, found by the tag in their environment (run directly). */
+export function killTagged(tag: string): void {
+  for (const pid of liveProcesses(-1, tag)) signalProcess(pid, 'SIGKILL');
 }
 
 /**

@@ -331,3 +331,35 @@ export const schedulePauses = pgTable(
   },
   (t) => [primaryKey({ columns: [t.persona, t.name] })],
 );
+
+/**
+ * Commands left running in the background (shell_exec past its yield, or `background: true`): what they are, who
+ * runs them, and how they ended. Their output lives in the process that runs them; the tail is kept here at the end.
+ */
+export const backgroundProcesses = pgTable(
+  'background_processes',
+  {
+    /** `bg_<hex>`, the handle the model uses. */
+    id: text('id').primaryKey(),
+    persona: text('persona').notNull(),
+    conversationId: text('conversation_id').notNull(),
+    turnId: uuid('turn_id'),
+    command: text('command').notNull(),
+    /** The chat of the turn that started it: its wake answers there. */
+    origin: jsonb('origin'),
+    /** The database session of the Parlor process that runs it. */
+    owner: text('owner').notNull(),
+    /** Found in the environment of a command run outside the sandbox, to kill what a crashed process left. */
+    tag: text('tag'),
+    /** running, then exited, killed or lost (its Parlor process ended). */
+    state: text('state').notNull().default('running'),
+    /** `exit=<status>` as shell_exec reports it. */
+    exitStatus: text('exit_status'),
+    tail: text('tail'),
+    startedAt: timestamp('started_at', { withTimezone: true }).notNull().defaultNow(),
+    endedAt: timestamp('ended_at', { withTimezone: true }),
+    /** The model removed it (process remove): no longer listed. */
+    removedAt: timestamp('removed_at', { withTimezone: true }),
+  },
+  (t) => [index('background_processes_conversation_idx').on(t.conversationId, t.startedAt), index('background_processes_persona_idx').on(t.persona, t.state)],
+);
