@@ -1,8 +1,10 @@
+import type { ProcessRegistry } from '#src/tools/processes.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { createAskPersonaTool } from './ask-persona.ts';
 import { createAskUserTool } from './ask-user.ts';
 import { createClockTool } from './clock.ts';
 import { createEndTaskTool } from './end-task.ts';
+import { createProcessTool } from './process.ts';
 import { createReactTool } from './react.ts';
 import { createRemindTool } from './remind.ts';
 import { createReplyToOriginTool } from './reply-to-origin.ts';
@@ -19,13 +21,15 @@ import { createThinkHarderTool } from './think-harder.ts';
  * The built-in tool set. Each tool is a factory that receives what it needs. `shellSandbox.hide` names what no
  * command may see even under a folder the sandbox shows: Parlor's home, the personas folder, the `.env` file;
  * `personaDirs` adds every persona's folder, wherever its symlink leads. `outgoingDir` is where `send_message`
- * keeps copies of the files it sends: a folder no command can see (under Parlor's home).
+ * keeps copies of the files it sends: a folder no command can see (under Parlor's home). `processes` holds the
+ * commands shell_exec leaves running in the background; without it every command runs to its end.
  */
 export function createBuiltinTools(deps: {
   timezone: string;
   shellSandbox?: ShellExecOptions['sandbox'];
   personaDirs?: readonly string[];
   outgoingDir?: string;
+  processes?: ProcessRegistry;
 }): Tool[] {
   const hide = [...(deps.shellSandbox?.hide ?? []), ...(deps.personaDirs ?? [])];
   return [
@@ -35,13 +39,14 @@ export function createBuiltinTools(deps: {
     createThinkHarderTool(),
     createReactTool(),
     createAskUserTool(),
-    createShellExecTool({ sandbox: { ...deps.shellSandbox, hide } }),
+    createShellExecTool({ sandbox: { ...deps.shellSandbox, hide }, processes: deps.processes }),
+    ...(deps.processes ? [createProcessTool(deps.processes)] : []),
     createScheduleWakeupTool(),
     createRemindTool({ timezone: deps.timezone }),
     createReplyToOriginTool(),
     createSpawnSubagentTool(),
-    createTaskStatusTool(),
-    createTaskCancelTool(),
+    createTaskStatusTool(deps.processes),
+    createTaskCancelTool(deps.processes),
     createSendToPersonaTool(),
     createAskPersonaTool(),
   ];
