@@ -27,7 +27,7 @@ import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
-import { ProcessRegistry } from '#src/tools/processes.ts';
+import { ProcessRegistry, type ProcessRequest } from '#src/tools/processes.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import { createProcessStore } from '#src/subagents/background-processes.ts';
 import { killTagged } from '#tools/shell-process.ts';
@@ -208,7 +208,8 @@ export async function startApp(options: AppOptions): Promise<App> {
       sql: database.sql,
       defaultModel: llm?.model ?? 'default',
       cancelLocal: (turnId) => runner.cancel(turnId),
-      cancelTasks: (conversationId) => subagents.cancelConversation(conversationId),
+      // Its tasks and its background commands.
+      cancelTasks: async (conversationId) => (await subagents.cancelConversation(conversationId)) + (await processes.stopConversation(conversationId)),
     });
     late.commands = commands;
     const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions });
@@ -227,6 +228,14 @@ export async function startApp(options: AppOptions): Promise<App> {
       await subagents.start();
       cleanups.push(() => subagents.stop());
       processStore.start();
+      const processListener = await listen(database.sql, CHANNELS.process, (payload) => {
+        try {
+          processes.handle(JSON.parse(payload) as ProcessRequest);
+        } catch (err) {
+          log.warn({ err }, 'a background command request could not be read');
+        }
+      });
+      cleanups.push(() => processListener.unlisten());
     }
     await delivery.startOutbox();
 

@@ -14,6 +14,8 @@ export const CHANNELS = {
   cancel: 'parlor_cancel',
   /** Show "typing…" in a chat whose connector runs in another process (payload: JSON connector, chat, thread). */
   typing: 'parlor_typing',
+  /** A background command runs in another process: signal it, or stop a conversation's (payload: JSON ProcessRequest). */
+  process: 'parlor_process',
   /** Something falls due at the time in the payload (ISO 8601). */
   timer: 'parlor_timer',
 } as const;

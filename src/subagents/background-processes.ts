@@ -2,6 +2,7 @@
 // conversation when it ends, and the sweep that finds commands whose Parlor process died (kill -9, a crash) and
 // tells their conversations, killing what such a process left running on this machine.
 import type { Logger } from 'pino';
+import { CHANNELS, notify } from '#src/db/channels.ts';
 import type { Database } from '#src/db/client.ts';
 import {
   claimLostProcesses,
@@ -66,13 +67,16 @@ export function createProcessStore(deps: {
         return true;
       });
     },
-    async ended(id, end, { owner, text }) {
+    async ended(id, end, told) {
       await db.transaction(async (tx) => {
         const row = await endBackgroundProcess(tx, id, end);
-        // Ended already (the sweep took it), or removed by the model: no wake.
-        if (!row || row.removedAt) return;
-        await deps.jobs.enqueueTurn(wake(owner, id, text), tx);
+        // Ended already (the sweep took it), removed by the model, or stopped by /stop: no wake.
+        if (!row || row.removedAt || !told) return;
+        await deps.jobs.enqueueTurn(wake(told.owner, id, told.text), tx);
       });
+    },
+    async forward(request) {
+      await notify(db, CHANNELS.process, JSON.stringify(request));
     },
     async removed(id) {
       await removeBackgroundProcess(db, id);

@@ -52,8 +52,13 @@ export interface ProcessRecord extends ProcessOwner {
 export interface ProcessStore {
   /** Records a process about to go to the background unless the persona has `max` running already: whether it did. */
   admit(record: ProcessRecord & { tag?: string }, max: number): Promise<boolean>;
-  /** Records how it ended and sends its conversation the wake with `text`, once (a second call does nothing). */
-  ended(id: string, end: { state: 'exited' | 'killed'; exitStatus: string; tail: string }, wake: { owner: ProcessOwner; text: string }): Promise<void>;
+  /**
+   * Records how it ended and sends its conversation the wake with `text`, once (a second call does nothing); no wake
+   * when none is given (stopped by /stop).
+   */
+  ended(id: string, end: { state: 'exited' | 'killed'; exitStatus: string; tail: string }, wake?: { owner: ProcessOwner; text: string }): Promise<void>;
+  /** Passes a request to the Parlor processes that run background commands (the one that runs it acts). */
+  forward?(request: ProcessRequest): Promise<void>;
   removed(id: string): Promise<void>;
   get(id: string): Promise<ProcessRecord | undefined>;
   list(conversationId: string): Promise<ProcessRecord[]>;
@@ -63,7 +68,12 @@ interface Entry {
   record: ProcessRecord;
   command: BackgroundCommand;
   ended?: Promise<void>;
+  /** Stopped by /stop: its end sends no wake. */
+  quiet?: boolean;
 }
+
+/** What one Parlor process asks of the one that runs a command. */
+export type ProcessRequest = { signal: { id: string; signal: NodeJS.Signals } } | { stopConversation: string };
 
 /** The view of a turn's tools: its persona and conversation. */
 export type ProcessCaller = ProcessOwner;
@@ -103,7 +113,13 @@ export class ProcessRegistry {
       state: 'running',
       startedAt: new Date(command.startedAt),
     };
-    const admitted = await this.store.admit({ ...record, ...(command.tag ? { tag: command.tag } : {}) }, owner.max);
+    let admitted: boolean;
+    try {
+      admitted = await this.store.admit({ ...record, ...(command.tag ? { tag: command.tag } : {}) }, owner.max);
+    } catch (err) {
+      this.log.error({ err }, 'a background command could not be recorded');
+      return { refused: 'it could not be recorded (the database did not answer)' };
+    }
     if (!admitted) return { refused: `${owner.max} background command${owner.max === 1 ? ' is' : 's are'} running already (stop one with process signal, or wait)` };
     const entry: Entry = { record, command };
     this.local.set(id, entry);
@@ -113,7 +129,7 @@ export class ProcessRegistry {
       const state = status === 'killed' ? 'killed' : 'exited';
       Object.assign(record, { state, exitStatus: `exit=${status}`, tail, endedAt: new Date() });
       const text = wakeText(record, exit.durationMs, [...exit.notes, ...(exit.startError ? [exit.startError] : [])], this.stopping);
-      await this.store.ended(id, { state, exitStatus: `exit=${status}`, tail }, { owner: record, text }).catch((err: unknown) => {
+      await this.store.ended(id, { state, exitStatus: `exit=${status}`, tail }, entry.quiet ? undefined : { owner: record, text }).catch((err: unknown) => {
         this.log.error({ err, process: id }, 'the end of a background command could not be recorded');
       });
       this.log.info({ process: id, status }, 'background command ended');
@@ -166,7 +182,12 @@ export class ProcessRegistry {
   async signal(caller: ProcessCaller, id: string, signal: NodeJS.Signals): Promise<string> {
     const found = await this.find(caller, id);
     if ('error' in found) return found.error;
-    if (!found.entry) return found.record.state === 'running' ? `${id} runs in another Parlor process; signal it there.` : `${id} has ended already (${found.record.exitStatus}).`;
+    if (!found.entry) {
+      if (found.record.state !== 'running') return `${id} has ended already (${found.record.exitStatus}).`;
+      if (!this.store.forward) return `${id} runs in another Parlor process; signal it there.`;
+      await this.store.forward({ signal: { id, signal } });
+      return `sent ${signal} to ${id}, which runs in another Parlor process (process status shows when it has ended)`;
+    }
     if (!found.entry.command.running) return `${id} has ended already (${found.record.exitStatus}).`;
     found.entry.command.signal(signal);
     if (signal !== 'SIGTERM' && signal !== 'SIGKILL') return `sent ${signal} to ${id} and the processes it started`;
@@ -195,6 +216,35 @@ export class ProcessRegistry {
   /** Stops a process (task_cancel). */
   async cancel(caller: ProcessCaller, id: string): Promise<string> {
     return this.signal(caller, id, 'SIGTERM');
+  }
+
+  /**
+   * Stops a conversation's commands without a wake (the chat's /stop), here and, through the store, in the other
+   * Parlor processes: how many were running.
+   */
+  async stopConversation(conversationId: string): Promise<number> {
+    const records = await this.store.list(conversationId).catch(() => [] as ProcessRecord[]);
+    const running = records.filter((r) => r.state === 'running').length;
+    this.stopLocal(conversationId);
+    if (running > 0) await this.store.forward?.({ stopConversation: conversationId });
+    return running;
+  }
+
+  /** Carries out a request another Parlor process forwarded, for the commands this one runs. */
+  handle(request: ProcessRequest): void {
+    if ('stopConversation' in request) this.stopLocal(request.stopConversation);
+    else {
+      const entry = this.local.get(request.signal.id);
+      if (entry?.command.running) entry.command.signal(request.signal.signal);
+    }
+  }
+
+  private stopLocal(conversationId: string): void {
+    for (const entry of this.local.values()) {
+      if (entry.record.conversationId !== conversationId || !entry.command.running) continue;
+      entry.quiet = true;
+      entry.command.stop('killed');
+    }
   }
 
   /** Stops every process this Parlor process runs (shutdown); each one's conversation is told. */
@@ -270,7 +320,7 @@ export function memoryStore(onWake?: (owner: ProcessOwner, text: string) => void
       const record = records.get(id);
       if (!record || record.state !== 'running') return;
       Object.assign(record, end, { endedAt: new Date() });
-      if (!record.removed) onWake?.(wake.owner, wake.text);
+      if (!record.removed && wake) onWake?.(wake.owner, wake.text);
     },
     async removed(id) {
       const record = records.get(id);

@@ -2,27 +2,30 @@
 // one wake turn its end sends; and the sweep that tells a conversation its command was lost with a Parlor process
 // that died, killing what that process left running.
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createProcessStore } from '../../src/subagents/background-processes.ts';
 import { shellSandboxStatus } from '../../src/tools/sandbox.ts';
 import { ProcessRegistry } from '../../src/tools/processes.ts';
+import { ToolRunner } from '../../src/tools/runner.ts';
 import { createBuiltinTools } from '../../tools/index.ts';
 import { killTagged } from '../../tools/shell-process.ts';
 import type { FakeReply, RecordedRequest } from '../support/fake-llm.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
+import { makeToolContext } from '../support/persona.ts';
 import { until } from '../support/until.ts';
 import { killAll, processesWith, sleep } from '../tools/shell-helpers.ts';
 
 let h: Harness;
+let processes: ProcessRegistry;
 const isWake = (req: RecordedRequest) => req.lastUserText.startsWith('[background command]');
 const lastRole = (req: RecordedRequest) => (req.body.messages as { role: string }[]).at(-1)!.role;
 const toolResult = (req: RecordedRequest) => (req.body.messages as { role: string; content: string }[]).at(-1)!.content;
 
 beforeAll(async () => {
-  const processes = new ProcessRegistry(pino({ level: 'silent' }));
+  processes = new ProcessRegistry(pino({ level: 'silent' }));
   h = await startHarness({
     personas: {
       testy: { ...TEST_PERSONA, tools: { allow: ['shell_exec'], shell: shellSandboxStatus().available ? 'sandboxed' : 'unsandboxed' } },
@@ -31,7 +34,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  killAll(['301.5']);
+  killAll(['301.5', '302.5', '303.5']);
   await h?.stop();
 });
 beforeEach(() => {
@@ -98,5 +101,42 @@ describe('background commands', () => {
     const answer = await until(() => h.chat.sent.find((m) => m.text.startsWith('status:')), 'the answer', 10_000);
     expect(answer.text).toBe('status: bg_0000beef runs in another Parlor process; its output can be read there, and its status here (process status).');
     await h.query(sql`update background_processes set state = 'exited', exit_status = 'exit=0', removed_at = now() where id = 'bg_0000beef'`);
+  });
+
+  it('/stop in the chat stops its background commands too, with no wake afterwards', async () => {
+    h.fake.setDefault((req): FakeReply => {
+      if (isWake(req)) return { text: `woken: ${req.lastUserText}` };
+      if (lastRole(req) === 'tool') return { text: 'Started the server.' };
+      return { toolCalls: [{ name: 'shell_exec', arguments: { command: 'sleep 302.5', background: true } }] };
+    });
+    await h.chat.inject({ text: 'start the server' });
+    await until(() => h.chat.sent.find((m) => m.text === 'Started the server.'), 'the answer', 10_000);
+    await h.app.waitForIdle('testy:chat:u1');
+    await until(() => processesWith('302.5').length > 0, 'the command', 5_000);
+    await h.chat.inject({ text: '/stop' });
+    const reply = await until(() => h.chat.sent.find((m) => /^Cancelled one background task\.$/.test(m.text)), () => `the /stop answer; sent ${JSON.stringify(h.chat.sent.map((m) => m.text))}`, 10_000);
+    expect(reply).toBeTruthy();
+    await until(() => processesWith('302.5').length === 0, 'the command to stop', 5_000);
+    await until(async () => (await h.query(sql`select 1 from background_processes where command = 'sleep 302.5' and state = 'killed'`)).length === 1, 'its row to say so', 5_000);
+    await sleep(1000);
+    await h.app.waitForIdle('testy:chat:u1');
+    expect(h.fake.requests.filter(isWake)).toHaveLength(0);
+  });
+
+  it('a signal asked for in another Parlor process reaches the one that runs the command', async () => {
+    const peerProcesses = new ProcessRegistry(pino({ level: 'silent' }));
+    await h.startPeer({ tools: createBuiltinTools({ timezone: 'UTC', processes: peerProcesses }), processes: peerProcesses });
+    const runner = new ToolRunner(createBuiltinTools({ timezone: 'UTC', processes }));
+    const persona = h.app.personas[0];
+    const ctx = { ...makeToolContext({ persona }), conversationId: 'testy:chat:u1', turnId: randomUUID() };
+    const started = await runner.execute({ id: 'a', name: 'shell_exec', arguments: JSON.stringify({ command: 'sleep 303.5', background: true }) }, runner.toolsFor(persona, 'user'), ctx);
+    expect(started.content).toMatch(/^running in the background as bg_/);
+    const id = /bg_[0-9a-f]+/.exec(started.content)![0];
+    await until(() => processesWith('303.5').length > 0, 'the command', 5_000);
+    const caller = { persona: persona.name, conversationId: 'testy:chat:u1' };
+    expect(await peerProcesses.signal(caller, id, 'SIGTERM')).toBe(`sent SIGTERM to ${id}, which runs in another Parlor process (process status shows when it has ended)`);
+    await until(() => processesWith('303.5').length === 0, 'the command to stop', 5_000);
+    await until(async () => (await peerProcesses.status(caller, id)).includes('exit=killed'), 'its status, seen from the other process', 5_000);
+    await h.app.waitForIdle('testy:chat:u1');
   });
 });

@@ -144,6 +144,14 @@ describe('shell_exec in the background', () => {
     expect(waited).toBe('exit=0\nfinished\n[it could not go on in the background: 1 background command is running already (stop one with process signal, or wait)]');
   });
 
+  it('a database that does not answer keeps the command in the foreground, to its end', async () => {
+    setUp();
+    const failing = new ProcessRegistry(log, { ...memoryStore(), admit: () => Promise.reject(new Error('connection refused')) });
+    runner = new ToolRunner([createShellExecTool({ processes: failing })]);
+    const out = await call('shell_exec', { command: 'sleep 1.5; echo end', yield_ms: 1000 });
+    expect(out).toBe('exit=0\nend\n[it could not go on in the background: it could not be recorded (the database did not answer)]');
+  });
+
   it('a task turn runs its command to the end: no background there', async () => {
     setUp();
     const out = await call('shell_exec', { command: 'sleep 1.5; echo end', yield_ms: 1000 }, { kind: 'task' });
