@@ -6,7 +6,16 @@ import { ConfigError } from './errors.ts';
 
 export type LlmProvider = 'openai' | 'anthropic';
 
+/** The search backends web_search can use, in the order one is picked when several are configured. */
+export const WEB_SEARCH_PROVIDERS = ['searxng', 'brave', 'tavily'] as const;
+export type WebSearchProviderName = (typeof WEB_SEARCH_PROVIDERS)[number];
 
+export interface WebSearchSettings {
+  provider: WebSearchProviderName;
+  /** SearXNG's base URL; Brave's or Tavily's endpoint (their public API unless overridden). */
+  url: string;
+  apiKey?: string;
+}
 
 export interface LlmSettings {
   provider: LlmProvider;
@@ -27,6 +36,8 @@ export interface Settings {
   logLevel: string;
   /** PARLOR_LOG_FILE: logs go to this file (JSON lines) instead of the terminal. */
   logFile?: string;
+  /** web_search's backend; absent when none is configured (the tool is then not offered). */
+  webSearch?: WebSearchSettings;
   /** Platform settings by connector id, as each registry entry parsed them; a connector starts when it has some. */
   connectors: Record<string, unknown>;
 }
@@ -65,12 +76,12 @@ function pastedTogether(value: string): string {
   return /\s[A-Z][A-Z0-9_]*=/.test(value) ? ' (it looks like several settings on one line; put each NAME=value on a line of its own)' : '';
 }
 
-function url(env: NodeJS.ProcessEnv, name: string, protocols: string[]): string | undefined {
+function url(env: NodeJS.ProcessEnv, name: string, protocols: string[], example?: string): string | undefined {
   const value = optional(env, name);
   if (value === undefined) return undefined;
   // A database URL may hold a password, so it is not repeated; the others are quoted as written.
   const shown = name === 'DATABASE_URL' ? name : `${name}=${value}`;
-  const example = `${protocols[0]}//localhost:${name === 'DATABASE_URL' ? '5432/parlor' : '11434/v1'}`;
+  example ??= `${protocols[0]}//localhost:${name === 'DATABASE_URL' ? '5432/parlor' : '11434/v1'}`;
   let parsed: URL | undefined;
   try {
     parsed = new URL(value);
@@ -161,8 +172,44 @@ export function parseSettings(
     timezone,
     logLevel,
     logFile: optional(env, 'PARLOR_LOG_FILE') ? path.resolve(cwd, optional(env, 'PARLOR_LOG_FILE')!) : undefined,
+    webSearch: webSearch(env),
     connectors,
   };
+}
+
+const SEARCH_DEFAULT_URLS = { brave: 'https://api.search.brave.com/res/v1/web/search', tavily: 'https://api.tavily.com/search' };
+
+/**
+ * web_search's backend: the one WEB_SEARCH_PROVIDER names (`none` turns search off), else the first configured of
+ * SearXNG (SEARXNG_URL), Brave (BRAVE_SEARCH_API_KEY), Tavily (TAVILY_API_KEY).
+ */
+function webSearch(env: NodeJS.ProcessEnv): WebSearchSettings | undefined {
+  const http = ['http:', 'https:'];
+  const searxng = url(env, 'SEARXNG_URL', http, 'http://localhost:8888');
+  const braveKey = optional(env, 'BRAVE_SEARCH_API_KEY');
+  const braveUrl = url(env, 'BRAVE_SEARCH_URL', http, SEARCH_DEFAULT_URLS.brave);
+  const tavilyKey = optional(env, 'TAVILY_API_KEY');
+  const tavilyUrl = url(env, 'TAVILY_URL', http, SEARCH_DEFAULT_URLS.tavily);
+  if (braveUrl && !braveKey) throw new ConfigError('BRAVE_SEARCH_URL is set but BRAVE_SEARCH_API_KEY is not; Brave Search needs its API key');
+  if (tavilyUrl && !tavilyKey) throw new ConfigError('TAVILY_URL is set but TAVILY_API_KEY is not; Tavily needs its API key');
+  const configured: Partial<Record<WebSearchProviderName, WebSearchSettings>> = {
+    searxng: searxng ? { provider: 'searxng', url: searxng } : undefined,
+    brave: braveKey ? { provider: 'brave', url: braveUrl ?? SEARCH_DEFAULT_URLS.brave, apiKey: braveKey } : undefined,
+    tavily: tavilyKey ? { provider: 'tavily', url: tavilyUrl ?? SEARCH_DEFAULT_URLS.tavily, apiKey: tavilyKey } : undefined,
+  };
+  const chosenText = optional(env, 'WEB_SEARCH_PROVIDER');
+  if (chosenText === undefined) return WEB_SEARCH_PROVIDERS.map((name) => configured[name]).find(Boolean);
+  const chosen = chosenText.toLowerCase();
+  if (chosen === 'none') return undefined;
+  if (!(WEB_SEARCH_PROVIDERS as readonly string[]).includes(chosen)) {
+    throw new ConfigError(`WEB_SEARCH_PROVIDER=${chosenText} is not supported; use ${WEB_SEARCH_PROVIDERS.join(', ')} or none${pastedTogether(chosenText)}`);
+  }
+  const settings = configured[chosen as WebSearchProviderName];
+  if (!settings) {
+    const needs = { searxng: 'SEARXNG_URL (e.g. http://localhost:8888)', brave: 'BRAVE_SEARCH_API_KEY', tavily: 'TAVILY_API_KEY' }[chosen as WebSearchProviderName];
+    throw new ConfigError(`WEB_SEARCH_PROVIDER=${chosenText} needs ${needs}, which is not set`);
+  }
+  return settings;
 }
 
 /** The model settings, or the one message that says how to configure them. */
@@ -185,17 +232,20 @@ function apiToken(env: Record<string, string | undefined>): string | undefined {
 /** Every secret value in the settings, so tool output can be scrubbed of them; `entries` name the connectors'. */
 export function settingSecrets(settings: Settings, entries: readonly Pick<ConnectorEntry, 'id' | 'secrets'>[] = []): string[] {
   const connectorSecrets = entries.flatMap((entry) => (settings.connectors[entry.id] === undefined ? [] : entry.secrets(settings.connectors[entry.id])));
-  const password = (() => {
+  const password = (address: string | undefined) => {
     try {
-      return settings.databaseUrl ? decodeURIComponent(new URL(settings.databaseUrl).password) : '';
+      return address ? decodeURIComponent(new URL(address).password) : '';
     } catch {
       return '';
     }
-  })();
+  };
   return [
     settings.llm?.apiKey,
     settings.http.apiToken,
     ...connectorSecrets,
-    password,
+    password(settings.databaseUrl),
+    settings.webSearch?.apiKey,
+    // A SearXNG behind a proxy may take a password in its URL.
+    password(settings.webSearch?.url),
   ].filter((v): v is string => typeof v === 'string' && v.length > 0);
 }
