@@ -171,6 +171,13 @@ describe('web_fetch reaches public addresses only', () => {
     expect(dialled).toEqual([PUBLIC]);
   });
 
+  it('fetches a public address literal without asking DNS', async () => {
+    server.route('/literal', respond('by address', 'text/plain'));
+    expect(await fetchText(`http://${PUBLIC}:${server.port}/literal`)).toContain('\nby address\n');
+    expect(lookups).toEqual([]);
+    expect(dialled).toEqual([PUBLIC]);
+  });
+
   it.each([
     ['a name resolving to a private address', 'lan.example', 'resolves to 10.0.0.5, a private network address'],
     ['a name with one public and one private address', 'split.example', 'resolves to 192.168.1.20, a private network address'],

@@ -147,7 +147,7 @@ function requestOnce(url: URL, addresses: ResolvedAddress[], deadline: number, o
       agent: false,
       lookup,
       // An IP literal never goes through lookup; it is the address that was checked, mapped like the others.
-      ...(literal ? { host: pinned[0].address, servername: undefined } : {}),
+      ...(literal ? { hostname: pinned[0].address } : {}),
       headers: {
         host: url.host,
         'user-agent': options.userAgent,
