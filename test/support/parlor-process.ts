@@ -13,6 +13,8 @@ export interface ParlorProcessOptions {
   llmBaseUrl: string;
   telegramApiRoot: string;
   role?: 'all' | 'worker';
+  /** PATH of the process (the test's own by default): a folder without bubblewrap runs commands outside the sandbox. */
+  path?: string;
 }
 
 /** Starts `parlor start` (with only what these options set in its environment) and adds it to `children`. */
@@ -22,7 +24,7 @@ export function startParlorProcess(options: ParlorProcessOptions, children: Resu
     extendEnv: false,
     reject: false,
     env: {
-      PATH: process.env.PATH!,
+      PATH: options.path ?? process.env.PATH!,
       HOME: process.env.HOME ?? '/tmp',
       DATABASE_URL: options.databaseUrl,
       PARLOR_PERSONAS_DIR: options.personasDir,
