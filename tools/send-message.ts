@@ -22,6 +22,8 @@ export interface SendMessageOptions {
    * hides it from the sandbox). Default: a private temporary folder of this process.
    */
   outgoingDir?: string;
+  /** Every persona's folder: files in another persona's are refused (see src/tools/workspace.ts). */
+  personaDirs?: readonly string[];
 }
 
 /**
@@ -70,11 +72,11 @@ export function createSendMessageTool(options: SendMessageOptions = {}): Tool<Ar
       let files: string[] | undefined;
       try {
         if (args.dry_run) {
-          files = args.files && (await Promise.all(args.files.map((f) => resolveWorkspaceFile(ctx.persona, f, { maxBytes: MAX_FILE_BYTES }))));
+          files = args.files && (await Promise.all(args.files.map((f) => resolveWorkspaceFile(ctx.persona, f, { maxBytes: MAX_FILE_BYTES, personaDirs: options.personaDirs }))));
         } else if (args.files) {
           // Copied now, while checked: the connector opens the copy, never the workspace path (see outgoing-files.ts).
           const dir = await outgoingDir(ctx.log);
-          files = await Promise.all(args.files.map((f) => snapshotWorkspaceFile(ctx.persona, f, { outgoingDir: dir, maxBytes: MAX_FILE_BYTES })));
+          files = await Promise.all(args.files.map((f) => snapshotWorkspaceFile(ctx.persona, f, { outgoingDir: dir, maxBytes: MAX_FILE_BYTES, personaDirs: options.personaDirs })));
         }
       } catch (err) {
         return `error: ${(err as Error).message}`;

@@ -3,7 +3,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import type { Persona } from '#src/config/persona.ts';
-import { resolveWorkspaceFile } from './workspace.ts';
+import { resolveWorkspaceFile, type WorkspaceRules } from './workspace.ts';
 import { openWorkspaceFileForReading, WorkspacePathError, writeAll } from './workspace-io.ts';
 
 /** How long a copy of a sent file is kept: long enough for a queued or retried send to find it. */
@@ -18,10 +18,10 @@ export const OUTGOING_RETENTION_MS = 24 * 3600_000;
  * The copy is named by its content and keeps the file's name (`<outgoing>/<sha256>/<name>`): the platform shows
  * that name, and a turn that runs again sends the same path, so the ledger still knows it as the same message.
  */
-export async function snapshotWorkspaceFile(persona: Persona, given: string, options: { outgoingDir: string; maxBytes: number }): Promise<string> {
+export async function snapshotWorkspaceFile(persona: Persona, given: string, options: { outgoingDir: string; maxBytes: number } & WorkspaceRules): Promise<string> {
   // The resolver's answers (outside, a .env, hard links, too large) are the model's to read; the open below then
   // holds to what was checked.
-  const real = await resolveWorkspaceFile(persona, given, { maxBytes: options.maxBytes });
+  const real = await resolveWorkspaceFile(persona, given, { maxBytes: options.maxBytes, personaDirs: options.personaDirs });
   const name = path.basename(real);
   const source = await openWorkspaceFileForReading(persona.workspace, real).catch((err: unknown) => {
     if (!(err instanceof WorkspacePathError)) throw err;

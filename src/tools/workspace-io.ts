@@ -29,7 +29,8 @@ const PROC_FD = '/proc/self/fd';
 const FOLDER = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW;
 /** O_NONBLOCK: a FIFO put where a file was would otherwise hang the open. */
 const READ_FILE = constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK | constants.O_NOCTTY;
-const NEW_FILE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
+/** A file of Parlor's own, never an existing one and never through a symlink. */
+export const NEW_FILE = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW;
 /** Bounds the walk of a folder's sizes, so a tree the sandbox built cannot keep Parlor busy. */
 const MAX_ENTRIES = 100_000;
 const MAX_DEPTH = 32;
@@ -297,6 +298,61 @@ export async function openWorkspaceFileForReading(workspace: string, real: strin
         }
       }
       return handle;
+    } finally {
+      if (folder !== top) await folder.close();
+    }
+  } finally {
+    await top.close();
+  }
+}
+
+/**
+ * A folder of the workspace, opened as above: `at(name)` names an entry of it that no later rename or symlink can
+ * redirect, `child(name)` opens a folder in it (never through a symlink).
+ */
+export interface WorkspaceFolder {
+  /** The workspace's real path. */
+  readonly root: string;
+  /** The folder's path relative to the workspace ('' for the workspace itself). */
+  readonly relative: string;
+  at(name: string): string;
+  names(): Promise<string[]>;
+  child(name: string): Promise<WorkspaceFolder>;
+  stat(): Promise<import('node:fs').Stats>;
+  /** Makes the folder's entries (a rename into it) durable. */
+  sync(): Promise<void>;
+  close(): Promise<void>;
+}
+
+function workspaceFolder(root: string, folder: Folder): WorkspaceFolder {
+  return {
+    root,
+    relative: folder.relative,
+    at: (name) => folder.at(name),
+    names: () => fs.readdir(folder.handle ? `${PROC_FD}/${folder.handle.fd}` : folder.real),
+    child: async (name) => {
+      checkName(name);
+      return workspaceFolder(root, await openStep(root, folder, name, path.join(folder.relative, name)));
+    },
+    stat: () => (folder.handle ? folder.handle.stat() : fs.stat(folder.real)),
+    sync: async () => {
+      await folder.handle?.sync().catch(() => {});
+    },
+    close: () => folder.close(),
+  };
+}
+
+/**
+ * Runs `use` with the folder at `relative` in the workspace (symlinks that stay inside followed, as far as the path
+ * exists; created when `create`), and closes it afterwards.
+ */
+export async function withWorkspaceFolder<T>(workspace: string, relative: string, options: { create?: boolean }, use: (folder: WorkspaceFolder) => Promise<T>): Promise<T> {
+  const create = options.create ?? false;
+  const { root, folder: top } = await openRoot(workspace, create);
+  try {
+    const folder = await openFolder(root, top, await realComponents(root, relative), create);
+    try {
+      return await use(workspaceFolder(root, { ...folder, close: async () => {} }));
     } finally {
       if (folder !== top) await folder.close();
     }
