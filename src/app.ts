@@ -29,6 +29,7 @@ import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 import { ProcessRegistry, type ProcessRequest } from '#src/tools/processes.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
+import { searchProviderFromSettings } from '#src/tools/web/search.ts';
 import { createProcessStore } from '#src/subagents/background-processes.ts';
 import { killTagged } from '#tools/shell-process.ts';
 import type { Tool } from '#src/tools/types.ts';
@@ -111,6 +112,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       // Files send_message sends are copied here when the tool runs (hidden from commands, kept a day).
       outgoingDir: path.join(settings.home, 'outgoing'),
       processes,
+      webSearch: searchProviderFromSettings(settings),
     });
   checkToolPolicies(personas, toolList.map((t) => t.name));
   for (const warning of unapprovedActions(personas, toolList)) log.warn(warning);

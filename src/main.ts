@@ -1,6 +1,7 @@
 // The `parlor` command line.
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import pino from 'pino';
 import { CONNECTOR_IDS, CONNECTORS } from '#connectors/registry.ts';
 import { createBuiltinTools } from '#tools/index.ts';
 import { chat } from '#src/cli/chat.ts';
@@ -9,6 +10,8 @@ import { conversations, log } from '#src/cli/inspect.ts';
 import { start } from '#src/cli/start.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
+import { ProcessRegistry } from '#src/tools/processes.ts';
+import { searchProviderFromSettings } from '#src/tools/web/search.ts';
 import { DatabaseUnavailableError } from '#src/db/client.ts';
 import { EmbeddedPostgresError } from '#src/db/embedded-postgres.ts';
 import { createLogger } from '#src/log.ts';
@@ -122,7 +125,12 @@ approvals) and says how to fix what is wrong. Exits 1 if a check fails.
 `,
     options: {},
     run: (settings) =>
-      runDoctor(settings, process.stdout, { tools: createBuiltinTools({ timezone: settings.timezone }), connectors: CONNECTORS, connectorIds: CONNECTOR_IDS }),
+      runDoctor(settings, process.stdout, {
+        // The whole tool set, so that doctor checks every name a persona's tools.jsonc may use.
+        tools: createBuiltinTools({ timezone: settings.timezone, processes: new ProcessRegistry(pino({ level: 'silent' })), webSearch: searchProviderFromSettings(settings) }),
+        connectors: CONNECTORS,
+        connectorIds: CONNECTOR_IDS,
+      }),
   },
 };
 

@@ -1,9 +1,16 @@
 import type { ProcessRegistry } from '#src/tools/processes.ts';
 import type { Tool } from '#src/tools/types.ts';
+import type { SearchProvider } from '#src/tools/web/search.ts';
 import { createAskPersonaTool } from './ask-persona.ts';
 import { createAskUserTool } from './ask-user.ts';
 import { createClockTool } from './clock.ts';
 import { createEndTaskTool } from './end-task.ts';
+import { createFileEditTool } from './file-edit.ts';
+import { createFileReadTool } from './file-read.ts';
+import { createFileWriteTool } from './file-write.ts';
+import { createGlobTool } from './glob.ts';
+import { createGrepTool } from './grep.ts';
+import { createListDirTool } from './list-dir.ts';
 import { createProcessTool } from './process.ts';
 import { createReactTool } from './react.ts';
 import { createRemindTool } from './remind.ts';
@@ -16,13 +23,16 @@ import { createSpawnSubagentTool } from './spawn-subagent.ts';
 import { createTaskCancelTool } from './task-cancel.ts';
 import { createTaskStatusTool } from './task-status.ts';
 import { createThinkHarderTool } from './think-harder.ts';
+import { createWebFetchTool } from './web-fetch.ts';
+import { createWebSearchTool } from './web-search.ts';
 
 /**
  * The built-in tool set. Each tool is a factory that receives what it needs. `shellSandbox.hide` names what no
  * command may see even under a folder the sandbox shows: Parlor's home, the personas folder, the `.env` file;
  * `personaDirs` adds every persona's folder, wherever its symlink leads. `outgoingDir` is where `send_message`
  * keeps copies of the files it sends: a folder no command can see (under Parlor's home). `processes` holds the
- * commands shell_exec leaves running in the background; without it every command runs to its end.
+ * commands shell_exec leaves running in the background; without it every command runs to its end. `webSearch` is
+ * the search backend the settings name (web_search is not offered without one).
  */
 export function createBuiltinTools(deps: {
   timezone: string;
@@ -30,12 +40,21 @@ export function createBuiltinTools(deps: {
   personaDirs?: readonly string[];
   outgoingDir?: string;
   processes?: ProcessRegistry;
+  webSearch?: SearchProvider;
 }): Tool[] {
   const hide = [...(deps.shellSandbox?.hide ?? []), ...(deps.personaDirs ?? [])];
+  // Every tool that touches the persona's files refuses the other personas' folders.
+  const files = { personaDirs: deps.personaDirs };
   return [
     createEndTaskTool(),
     createClockTool({ timezone: deps.timezone }),
-    createSendMessageTool({ outgoingDir: deps.outgoingDir }),
+    createSendMessageTool({ outgoingDir: deps.outgoingDir, ...files }),
+    createFileReadTool(files),
+    createFileWriteTool(files),
+    createFileEditTool(files),
+    createListDirTool(files),
+    createGlobTool(files),
+    createGrepTool(files),
     createThinkHarderTool(),
     createReactTool(),
     createAskUserTool(),
@@ -49,5 +68,7 @@ export function createBuiltinTools(deps: {
     createTaskCancelTool(deps.processes),
     createSendToPersonaTool(),
     createAskPersonaTool(),
+    createWebFetchTool(),
+    createWebSearchTool({ provider: deps.webSearch }),
   ];
 }
