@@ -101,6 +101,8 @@ export function toolsText({ name }: PersonaAnswers): string {
   // "approvalTimeoutSeconds": 300, // how long an approval waits before it counts as Deny (1-7200)
   // "thinking": false, // deeper reasoning on every answer; /think switches it per chat
   // "model": "gpt-4.1-mini", // this persona's model instead of LLM_MODEL
+  // "web": { "allowHosts": ["nas.home"] }, // hosts on your own network web_fetch may read (public sites need nothing)
+  // "processes": { "max": 4 }, // commands shell_exec may leave running in the background at once; 0 turns that off
 }
 `;
 }

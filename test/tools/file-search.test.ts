@@ -215,7 +215,8 @@ describe('grep, whichever search runs', () => {
 describe('while a command swaps a folder for a symlink out, in a loop', () => {
   it('grep and glob never show what is outside', async () => {
     put('d/inside.txt', 'needle from inside\n');
-    const swapper = spawn('/bin/sh', ['-c', `cd '${workspace}' && while :; do mv d d2 && ln -s '${outside}' d && rm d && mv d2 d; done`], { stdio: 'ignore' });
+    const swapper = spawn('/bin/sh', ['-c', `cd '${workspace}' && while :; do mv d d2 && ln -s '${outside}' d && rm d && mv d2 d; done`], { stdio: 'ignore', detached: true });
+    const gone = new Promise((resolve) => swapper.once('exit', resolve));
     try {
       const tools = [createGrepTool({ ripgrep: false }), ...(RG ? [createGrepTool({ ripgrep: RG })] : []), createGlobTool()];
       for (let round = 0; round < 30; round++) {
@@ -226,7 +227,9 @@ describe('while a command swaps a folder for a symlink out, in a loop', () => {
         }
       }
     } finally {
-      swapper.kill('SIGKILL');
+      // The whole group: a mv the loop started must not go on renaming in the folder the next test clears.
+      process.kill(-swapper.pid!, 'SIGKILL');
+      await gone;
     }
   });
 });
