@@ -2,11 +2,14 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import { execa } from 'execa';
+import { withReaper } from './shell-reaper.ts';
 import { formatSeconds } from './shell-summary.ts';
 
 export const MAX_OUTPUT_BYTES = 16_384;
 // Between SIGTERM and SIGKILL.
 const KILL_GRACE_MS = 1_000;
+// What a reaper gets on top, to kill and collect what the command left.
+const REAPER_GRACE_MS = 2_000;
 const POLL_MS = 50;
 // How long to keep reading after the command is over, for a process that escaped and still holds the output pipe.
 const DRAIN_AFTER_EXIT_MS = 1_000;
@@ -128,7 +131,9 @@ export interface StartedCommand {
 export function startCommand(options: RunOptions): StartedCommand {
   const tag = randomBytes(12).toString('hex');
   const startedAt = Date.now();
-  const subprocess = execa(options.file, options.args, {
+  // Outside the sandbox, a reaper in front of the command keeps whatever it starts findable (shell-reaper.ts).
+  const reaped = options.sandboxed ? undefined : withReaper(options.file, options.args);
+  const subprocess = execa(reaped?.file ?? options.file, reaped?.args ?? options.args, {
     cwd: options.cwd,
     env: options.sandboxed ? options.env : { ...options.env, [RUN_TAG]: tag },
     extendEnv: false,
@@ -147,7 +152,7 @@ export function startCommand(options: RunOptions): StartedCommand {
   let cleanedUp: Promise<void> | undefined;
   const cleanUp = () => {
     if (cleanedUp || subprocess.pid === undefined) return;
-    cleanedUp = killTree(subprocess.pid, options.sandboxed ? undefined : tag);
+    cleanedUp = killTree(subprocess.pid, options.sandboxed ? undefined : tag, reaped !== undefined);
   };
   let exited = false;
   const stop = (why: 'timeout' | 'cancelled' | 'killed') => {
@@ -259,8 +264,15 @@ export async function runCommand(options: RunOptions): Promise<string> {
   return formatCommandResult(await command.exited, command.output);
 }
 
-/** Kills processes a Parlor process that died left behind, found by the tag in their environment (run directly). */
-export function killTagged(tag: string): void {
+/**
+ * Kills processes a Parlor process that died left behind, found by the tag in their environment (run directly):
+ * SIGTERM first, so that a reaper among them takes along what shed the tag, then SIGKILL to what is left.
+ */
+export async function killTagged(tag: string): Promise<void> {
+  for (const pid of liveProcesses(-1, tag)) signalProcess(pid, 'SIGTERM');
+  for (let waited = 0; waited < KILL_GRACE_MS + REAPER_GRACE_MS && liveProcesses(-1, tag).length > 0; waited += POLL_MS) {
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
   for (const pid of liveProcesses(-1, tag)) signalProcess(pid, 'SIGKILL');
 }
 
@@ -277,13 +289,16 @@ function signalFromStatus(code: number | undefined): NodeJS.Signals | undefined 
  * SIGTERM to the process group (and, for a command run directly, to every process carrying its tag: `setsid`
  * leaves the group but keeps the environment), then SIGKILL after a grace period to whatever is still alive.
  */
-async function killTree(pgid: number, tag: string | undefined): Promise<void> {
+async function killTree(pgid: number, tag: string | undefined, reaped = false): Promise<void> {
   const signalAll = (signal: NodeJS.Signals) => {
     signalGroup(pgid, signal);
     for (const pid of tag ? liveProcesses(pgid, tag) : []) signalProcess(pid, signal);
   };
   signalAll('SIGTERM');
-  for (let waited = 0; waited < KILL_GRACE_MS && anyAlive(pgid, tag); waited += POLL_MS) {
+  // A reaper (the group's leader) kills what is left a second after SIGTERM and ends once nothing is: it gets the
+  // time to, since killing it first would hand what it keeps to init.
+  const grace = reaped ? KILL_GRACE_MS + REAPER_GRACE_MS : KILL_GRACE_MS;
+  for (let waited = 0; waited < grace && anyAlive(pgid, tag); waited += POLL_MS) {
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
   if (anyAlive(pgid, tag)) signalAll('SIGKILL');

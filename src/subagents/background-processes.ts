@@ -33,7 +33,7 @@ export function createProcessStore(deps: {
   jobs: Pick<JobSystem, 'enqueueTurn'>;
   log: Logger;
   /** Kills the processes a command run outside the sandbox left, by the tag in their environment. */
-  killTagged?: (tag: string) => void;
+  killTagged?: (tag: string) => Promise<void>;
 }): BackgroundProcessStore {
   const { db } = deps.database;
   const log = deps.log.child({ module: 'processes' });
@@ -94,7 +94,7 @@ export function createProcessStore(deps: {
         for (const row of rows) if (!row.removedAt) await deps.jobs.enqueueTurn(wake(toRecord(row), row.id, lostText(row)), tx);
         return rows;
       });
-      for (const row of lost) if (row.tag) deps.killTagged?.(row.tag);
+      for (const row of lost) if (row.tag) await deps.killTagged?.(row.tag);
       if (lost.length) log.warn({ processes: lost.map((r) => r.id) }, 'background commands lost with the Parlor process that ran them');
       return lost.length;
     },

@@ -80,6 +80,8 @@ export type ProcessCaller = ProcessOwner;
 
 export class ProcessRegistry {
   private readonly local = new Map<string, Entry>();
+  /** Admissions under way (stopAll waits for them). */
+  private readonly admitting = new Set<Promise<void>>();
   private store: ProcessStore;
   private stopping = false;
 
@@ -114,11 +116,19 @@ export class ProcessRegistry {
       startedAt: new Date(command.startedAt),
     };
     let admitted: boolean;
+    const admitting = this.store.admit({ ...record, ...(command.tag ? { tag: command.tag } : {}) }, owner.max);
+    const settled = admitting.then(
+      () => {},
+      () => {},
+    );
+    this.admitting.add(settled);
     try {
-      admitted = await this.store.admit({ ...record, ...(command.tag ? { tag: command.tag } : {}) }, owner.max);
+      admitted = await admitting;
     } catch (err) {
       this.log.error({ err }, 'a background command could not be recorded');
       return { refused: 'it could not be recorded (the database did not answer)' };
+    } finally {
+      this.admitting.delete(settled);
     }
     if (!admitted) return { refused: `${owner.max} background command${owner.max === 1 ? ' is' : 's are'} running already (stop one with process signal, or wait)` };
     const entry: Entry = { record, command };
@@ -135,6 +145,8 @@ export class ProcessRegistry {
       this.log.info({ process: id, status }, 'background command ended');
     });
     this.log.info({ process: id, persona: owner.persona, conversation: owner.conversationId }, 'command moved to the background');
+    // Shutdown began while it was being recorded: it stops with the rest (and its conversation is told).
+    if (this.stopping) command.stop('killed');
     return { id };
   }
 
@@ -145,7 +157,7 @@ export class ProcessRegistry {
       if ('error' in found) return found.error;
       return describe(found.record);
     }
-    const records = await this.store.list(caller.conversationId);
+    const records = (await this.store.list(caller.conversationId)).filter((r) => r.persona === caller.persona);
     if (records.length === 0) return 'No background commands in this conversation.';
     return records.map((r) => describe(this.local.get(r.id)?.record ?? r)).join('\n');
   }
@@ -250,6 +262,8 @@ export class ProcessRegistry {
   /** Stops every process this Parlor process runs (shutdown); each one's conversation is told. */
   async stopAll(): Promise<void> {
     this.stopping = true;
+    // Commands on their way to the background are recorded first, so that they are stopped here too.
+    await withTimeout(Promise.all(this.admitting).then(() => {}), KILL_WAIT_MS);
     const running = [...this.local.values()].filter((e) => e.command.running);
     for (const entry of running) entry.command.stop('killed');
     await Promise.all(running.map((e) => withTimeout(e.ended, KILL_WAIT_MS)));

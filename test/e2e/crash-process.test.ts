@@ -18,20 +18,22 @@ import { killAll as killMarked, processesWith } from '../tools/shell-helpers.ts'
 
 const USER = 1001;
 const MARKER = '304.5';
+/** What the model runs; outside the sandbox, with a child that sheds everything Parlor could find it by but its parent. */
+let commandLine = `sleep ${MARKER}`;
 
 let db: TestDatabase;
 let fake: FakeLlm;
 let sql: postgres.Sql;
 let telegram: FakeTelegram;
 let personasDir: string;
-/** A PATH with node and sleep and no bubblewrap. */
+/** A PATH with node, sleep, env and setsid, and no bubblewrap. */
 let bareBin: string;
 const children: ResultPromise[] = [];
 
 function model(req: RecordedRequest): FakeReply {
   if (req.lastUserText.startsWith('[background command]')) return { text: `Lost: ${req.lastUserText}` };
   const last = (req.body.messages as { role: string; content: string }[]).at(-1)!;
-  return last.role === 'tool' ? { text: `Started. ${last.content}` } : { toolCalls: [{ name: 'shell_exec', arguments: { command: `sleep ${MARKER}`, background: true } }] };
+  return last.role === 'tool' ? { text: `Started. ${last.content}` } : { toolCalls: [{ name: 'shell_exec', arguments: { command: commandLine, background: true } }] };
 }
 
 const startParlor = (options: { bare?: boolean } = {}) =>
@@ -47,7 +49,7 @@ beforeAll(async () => {
   bareBin = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-bin-'));
   // Commands may run as a user of their own: they need to reach it too.
   await fs.chmod(bareBin, 0o755);
-  for (const name of ['node', 'sleep']) await fs.symlink(execPath(name), path.join(bareBin, name));
+  for (const name of ['node', 'sleep', 'env', 'setsid']) await fs.symlink(execPath(name), path.join(bareBin, name));
   personasDir = await writePersonas({
     assistant: {
       connectors: { users: [`telegram:${USER}`], primary: { connector: 'telegram', to: String(USER) } },
@@ -117,6 +119,7 @@ describe('a Parlor process killed while a command runs in the background', () =>
   }, 180_000);
 
   it('outside the sandbox, the next start kills the command Parlor left and tells the chat once', async () => {
+    commandLine = `env -u PARLOR_SHELL_RUN setsid sleep ${MARKER} </dev/null >/dev/null 2>&1 & sleep ${MARKER}`;
     const { survivedTheKill, lost } = await crashWhileRunning(true);
     // Run directly, in a process group of its own, the command outlives the Parlor that started it.
     expect(survivedTheKill).toBe(true);
