@@ -73,6 +73,9 @@ export function buildSystemPrompt(ctx: PromptContext): string {
     );
     if (ctx.kind === 'heartbeat' && ctx.persona.heartbeat) lines.push('', '## Heartbeat checklist (HEARTBEAT.md)', ctx.persona.heartbeat);
   }
+  if (ctx.toolNames.includes('file_read')) {
+    lines.push('- Your files are in your workspace: file tools and shell commands take paths relative to it, and files people send are saved under uploads/.');
+  }
   if (ctx.toolNames.includes('think_harder')) {
     lines.push('- For a hard problem, call think_harder before answering.');
   }
