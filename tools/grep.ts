@@ -75,7 +75,9 @@ export function createGrepTool(options: GrepOptions = {}): Tool<Args> {
       const skipFolders = !path.relative(root, base.real).split(path.sep).some((part) => SKIPPED_FOLDERS.includes(part));
       const search = { ...rules, signal: ctx.signal, skipFolders };
       rg ??= findRipgrep() ?? false;
+      // A pattern ripgrep does not take (look-around, back-references) goes to the JavaScript search, which bounds it.
       const hits = (rg ? await searchWithRipgrep(rg, ctx.persona, root, base, query, search) : undefined) ?? (await searchWithJs(ctx.persona, root, base, query, search));
+      if ('error' in hits) return `error: ${hits.error}`;
       if (hits.files.length === 0) return `no matches for ${JSON.stringify(args.pattern)} in ${args.path ?? 'your workspace'}`;
       return formatHits(hits, query);
     },

@@ -35,7 +35,8 @@ interface RgLine {
  * ripgrep opens folders by path, so a command swapping one for a symlink during the walk could show it a file
  * outside. What it reports is therefore only a lead: every file with hits is read again through workspace-io.ts
  * and kept only if its lines are the ones ripgrep saw. Undefined when ripgrep could not search (a pattern its
- * regex engine does not take, say): the caller searches in JavaScript instead.
+ * regex engine does not take, say): the caller searches in JavaScript instead, in a worker with a deadline, since
+ * such a pattern (a look-ahead before nested repeats) may be one that backtracks without end.
  */
 export async function searchWithRipgrep(
   rg: string,

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import picomatch from 'picomatch';
 import type { Persona } from '#src/config/persona.ts';
+import { GrepPatternTooSlowError, matchInWorker, matchOnThread } from './grep-worker.ts';
 import { OutputBudget } from './text-lines.ts';
 import type { WorkspaceRules } from './workspace.ts';
 import { MAX_READ_BYTES, readWorkspaceFile } from './workspace-read.ts';
@@ -63,14 +64,16 @@ export function includeMatcher(include: string | undefined): (relative: string) 
 /**
  * Searches the files under `base` (a real path: a folder or one file) in the workspace `root`, in path order, until
  * more than maxResults lines matched. Files too large, binary (a NUL byte) or not to be read are passed over.
+ * A regular expression runs in a worker with a deadline (grep-worker.ts); the answer is then an error the model
+ * can read when it backtracks past it. Plain text cannot, so it is matched here, without a worker's start-up.
  */
 export async function searchWithJs(
   persona: Persona,
   root: string,
   base: { real: string; isFile: boolean },
   query: GrepQuery,
-  options: WorkspaceRules & { signal?: AbortSignal; skipFolders?: boolean },
-): Promise<GrepHits> {
+  options: WorkspaceRules & { signal?: AbortSignal; skipFolders?: boolean; deadlineMs?: number },
+): Promise<GrepHits | { error: string }> {
   let relatives: string[];
   if (base.isFile) {
     relatives = [path.relative(root, base.real)];
@@ -84,22 +87,38 @@ export async function searchWithJs(
   }
   const files: FileHits[] = [];
   let total = 0;
-  for (const relative of relatives) {
-    if (options.signal?.aborted) break;
-    const lines = await textLines(persona, relative, options);
-    if (!lines) continue;
-    const hits: FileHits = { relative, matches: [], lines: new Map() };
-    lines.forEach((line, index) => {
-      if (total > query.maxResults || !query.regex.test(line)) return;
-      total++;
-      hits.matches.push(index + 1);
-    });
-    if (!hits.matches.length) continue;
-    lines.forEach((line, index) => hits.lines.set(index + 1, line));
-    files.push(hits);
-    if (total > query.maxResults) break;
+  const matcher = isPlainText(query) ? matchOnThread(query.regex) : matchInWorker(query.regex, { deadlineMs: options.deadlineMs, signal: options.signal });
+  let current = '';
+  try {
+    for (const relative of relatives) {
+      if (options.signal?.aborted) break;
+      current = relative;
+      const lines = await textLines(persona, relative, options);
+      if (!lines) continue;
+      const matches = await matcher.match(lines, query.maxResults + 1 - total);
+      if (!matches.length) continue;
+      total += matches.length;
+      const hits: FileHits = { relative, matches: matches.map((index) => index + 1), lines: new Map() };
+      lines.forEach((line, index) => hits.lines.set(index + 1, line));
+      files.push(hits);
+      if (total > query.maxResults) break;
+    }
+  } catch (err) {
+    if (!(err instanceof GrepPatternTooSlowError)) throw err;
+    return {
+      error:
+        `the pattern took too long on "${current}" (over ${err.deadlineMs / 1000} s): it backtracks without end on some lines, ` +
+        'as nested repeats like (a+)+ do; simplify it, or use literal: true to search for plain text',
+    };
+  } finally {
+    await matcher.close();
   }
   return { files, more: total > query.maxResults };
+}
+
+/** Text with nothing a regular expression could repeat or backtrack on: `literal`, or a pattern such as `TODO`. */
+function isPlainText(query: GrepQuery): boolean {
+  return query.literal || !/[.*+?^${}()|[\]\\]/.test(query.pattern);
 }
 
 /** A workspace file's lines, read through workspace-io; undefined for one that cannot be (binary, too big, gone). */
