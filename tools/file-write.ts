@@ -57,7 +57,7 @@ export async function writeText(
     if (target.stat && !options.overwrite) {
       return `error: "${given}" already exists; read it and change it with file_edit, or call file_write again with overwrite: true to replace it`;
     }
-    await writeWorkspaceFile(persona.workspace, target.relative, content, { overwrite: options.overwrite });
+    await writeWorkspaceFile(persona.workspace, target.relative, content, { overwrite: options.overwrite, rules: options.rules });
   } catch (err) {
     if (err instanceof WorkspaceFileExistsError) return `error: ${err.message} (it appeared while writing); read it first, or use overwrite: true`;
     if (err instanceof WorkspacePathError) return `error: "${given}" changed while it was being written (${err.message}); nothing was written`;

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { formatBytes } from '#src/tools/text-lines.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { inOtherPersonaDir, isSecretName, resolveWorkspaceEntry, type WorkspaceRules } from '#src/tools/workspace.ts';
-import { withWorkspaceFolder, type WorkspaceFolder } from '#src/tools/workspace-io.ts';
+import { withWorkspaceFolder, WorkspacePathError, type WorkspaceFolder } from '#src/tools/workspace-io.ts';
 import { SKIPPED_FOLDERS } from '#src/tools/workspace-walk.ts';
 
 interface Args {
@@ -47,8 +47,9 @@ export function createListDirTool(deps: WorkspaceRules = {}): Tool<Args> {
         await fs.mkdir(ctx.persona.workspace, { recursive: true });
         const { root, real, stat } = await resolveWorkspaceEntry(ctx.persona, given, deps);
         if (!stat.isDirectory()) return `error: "${given}" is a file, not a folder; read it with file_read`;
-        await withWorkspaceFolder(ctx.persona.workspace, path.relative(root, real), {}, (folder) => list(folder, 1, args.depth ?? 1, listing, deps));
+        await withWorkspaceFolder(ctx.persona.workspace, path.relative(root, real), { rules: deps }, (folder) => list(folder, 1, args.depth ?? 1, listing, deps));
       } catch (err) {
+        if (err instanceof WorkspacePathError) return `error: "${given}" changed while it was being listed (${err.message}); try again`;
         return `error: ${(err as Error).message}`;
       }
       const notes: string[] = [];

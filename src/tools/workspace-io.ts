@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { constants, existsSync } from 'node:fs';
 import fs, { type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
-import { isInside } from './workspace.ts';
+import { isInside, isSecretName, otherPersonaDirs, type WorkspaceRules } from './workspace.ts';
 
 /**
  * Everything Parlor itself (root, outside the sandbox) writes into, deletes from or opens in a persona's workspace
@@ -10,10 +10,12 @@ import { isInside } from './workspace.ts';
  * symlink to /etc/cron.d in a loop while a download runs, so a path that was checked is worth nothing a moment later.
  *
  * How: every step down from the workspace is opened relative to the folder opened before it, through
- * `/proc/self/fd/<fd>/<name>` (Node has no openat), with O_NOFOLLOW, and each opened folder is checked to lie in
- * the workspace (readlink of its fd). A symlink put in place after the look is then refused, never followed,
- * and nothing is created anywhere before the folder it goes in is known to be the workspace's. Creating the file
- * first and checking where it landed afterwards would already have left an empty file outside (an empty
+ * `/proc/self/fd/<fd>/<name>` (Node has no openat), with O_NOFOLLOW, and each opened folder is checked, by its real
+ * path (readlink of its fd), against the resolver's rules: in the workspace, not a secrets folder (`.env*`), not
+ * another persona's folder inside the workspace. A symlink put in place after the look is then refused, never
+ * followed; a folder swapped in after the look is judged by what was opened, not by the path that was checked; and
+ * nothing is created anywhere before the folder it goes in is known to be one the persona may write in. Creating
+ * the file first and checking where it landed afterwards would already have left an empty file outside (an empty
  * /etc/nologin locks everyone else out); running bubblewrap for each file would cost a process per write.
  * Folders cannot leave the workspace meanwhile: a sandboxed rename or hard link across its bind mount is EXDEV.
  *
@@ -53,13 +55,22 @@ interface Folder {
   close(): Promise<void>;
 }
 
-async function openRoot(workspace: string, create = false): Promise<{ root: string; folder: Folder }> {
+/** Where every folder opened must lie, and where not (see refusal). */
+interface Bounds {
+  /** The workspace's real path. */
+  root: string;
+  /** Other personas' folders (real paths), which may lie inside the workspace. */
+  others: readonly string[];
+}
+
+async function openRoot(workspace: string, create = false, rules: WorkspaceRules = {}): Promise<{ root: string; bounds: Bounds; folder: Folder }> {
   // The workspace's parent is the persona's folder, which no command can write: made by path, like the tools do.
   if (create) await fs.mkdir(workspace, { recursive: true });
   const root = await fs.realpath(workspace).catch(() => {
     throw new WorkspacePathError('this persona has no workspace folder');
   });
-  if (!hasProcFd()) return { root, folder: plainFolder(root, '') };
+  const bounds = { root, others: await otherPersonaDirs(root, rules) };
+  if (!hasProcFd()) return { root, bounds, folder: plainFolder(root, '') };
   const handle = await fs.open(root, constants.O_RDONLY | constants.O_DIRECTORY);
   const folder = fdFolder(handle, root, '');
   // The workspace itself is a bind mount point in the sandbox, which cannot rename it; checked all the same.
@@ -67,7 +78,15 @@ async function openRoot(workspace: string, create = false): Promise<{ root: stri
     await folder.close();
     throw new WorkspacePathError('the workspace folder changed while it was being opened');
   }
-  return { root, folder };
+  return { root, bounds, folder };
+}
+
+/** Why what was opened at `real` (its real path) may not be used, as the resolver would say it; undefined if it may. */
+function refusal(bounds: Bounds, real: string, relative: string): string | undefined {
+  if (!real || !isInside(bounds.root, real)) return `"${relative}" leads outside the workspace`;
+  if (path.relative(bounds.root, real).split(path.sep).some(isSecretName)) return `"${relative}" leads into a secrets folder (.env*)`;
+  if (bounds.others.some((dir) => isInside(dir, real))) return `"${relative}" leads into another persona's folder`;
+  return undefined;
 }
 
 function fdFolder(handle: FileHandle, real: string, relative: string): Folder {
@@ -79,7 +98,7 @@ function plainFolder(real: string, relative: string): Folder {
 }
 
 /** The folder at `components` below the workspace, created when `create` and missing; never through a symlink. */
-async function openFolder(root: string, top: Folder, components: readonly string[], create: boolean): Promise<Folder> {
+async function openFolder(bounds: Bounds, top: Folder, components: readonly string[], create: boolean): Promise<Folder> {
   let folder = top;
   try {
     for (const name of components) {
@@ -88,7 +107,7 @@ async function openFolder(root: string, top: Folder, components: readonly string
         if (err.code !== 'EEXIST') throw err;
       });
       const relative = path.join(folder.relative, name);
-      const next = await openStep(root, folder, name, relative);
+      const next = await openStep(bounds, folder, name, relative);
       if (folder !== top) await folder.close();
       folder = next;
     }
@@ -99,11 +118,13 @@ async function openFolder(root: string, top: Folder, components: readonly string
   }
 }
 
-async function openStep(root: string, parent: Folder, name: string, relative: string): Promise<Folder> {
+async function openStep(bounds: Bounds, parent: Folder, name: string, relative: string): Promise<Folder> {
   if (!parent.handle) {
     const full = path.join(parent.real, name);
     const stat = await fs.lstat(full).catch(() => undefined);
     if (!stat?.isDirectory()) throw new WorkspacePathError(`"${relative}" is not a folder in the workspace (a symlink, a file, or missing)`);
+    const refused = refusal(bounds, full, relative);
+    if (refused) throw new WorkspacePathError(refused);
     return plainFolder(full, relative);
   }
   let handle: FileHandle;
@@ -117,9 +138,10 @@ async function openStep(root: string, parent: Folder, name: string, relative: st
     throw err;
   }
   const real = await fs.readlink(`${PROC_FD}/${handle.fd}`).catch(() => '');
-  if (!isInside(root, real)) {
+  const refused = refusal(bounds, real, relative);
+  if (refused) {
     await handle.close();
-    throw new WorkspacePathError(`"${relative}" leads outside the workspace`);
+    throw new WorkspacePathError(refused);
   }
   return fdFolder(handle, real, relative);
 }
@@ -157,9 +179,9 @@ async function realComponents(root: string, relative: string): Promise<string[]>
  */
 export async function placeWorkspaceFile(workspace: string, folder: string, name: string, source: string): Promise<string> {
   checkName(name);
-  const { root, folder: top } = await openRoot(workspace, true);
+  const { root, bounds, folder: top } = await openRoot(workspace, true);
   try {
-    const target = await openFolder(root, top, await realComponents(root, folder), true);
+    const target = await openFolder(bounds, top, await realComponents(root, folder), true);
     try {
       await moveInto(target, name, source);
       return path.join(target.relative, name);
@@ -205,9 +227,9 @@ export async function removeWorkspaceFile(workspace: string, relative: string): 
   const parts = path.normalize(relative).split(path.sep).filter(Boolean);
   const name = parts.pop();
   if (!name) return;
-  const { root, folder: top } = await openRoot(workspace);
+  const { bounds, folder: top } = await openRoot(workspace);
   try {
-    const folder = await openFolder(root, top, parts, false).catch((err: unknown) => {
+    const folder = await openFolder(bounds, top, parts, false).catch((err: unknown) => {
       if (err instanceof WorkspacePathError) return undefined;
       throw err;
     });
@@ -228,7 +250,7 @@ export async function removeWorkspaceFile(workspace: string, relative: string): 
 /** Bytes of the regular files in a workspace folder and below it (symlinks not followed); 0 when it is missing. */
 export async function workspaceFolderBytes(workspace: string, relative: string): Promise<number> {
   if (!existsSync(workspace)) return 0;
-  const { root, folder: top } = await openRoot(workspace);
+  const { root, bounds, folder: top } = await openRoot(workspace);
   try {
     let components: string[];
     try {
@@ -237,11 +259,11 @@ export async function workspaceFolderBytes(workspace: string, relative: string):
       if (err instanceof WorkspacePathError) return 0;
       throw err;
     }
-    const folder = await openFolder(root, top, components, false).catch(() => undefined);
+    const folder = await openFolder(bounds, top, components, false).catch(() => undefined);
     if (!folder) return 0;
     const budget = { entries: MAX_ENTRIES };
     try {
-      return await folderBytes(root, folder, 0, budget);
+      return await folderBytes(bounds, folder, 0, budget);
     } finally {
       if (folder !== top) await folder.close();
     }
@@ -250,7 +272,7 @@ export async function workspaceFolderBytes(workspace: string, relative: string):
   }
 }
 
-async function folderBytes(root: string, folder: Folder, depth: number, budget: { entries: number }): Promise<number> {
+async function folderBytes(bounds: Bounds, folder: Folder, depth: number, budget: { entries: number }): Promise<number> {
   const names = await fs.readdir(folder.handle ? `${PROC_FD}/${folder.handle.fd}` : folder.real).catch(() => [] as string[]);
   let total = 0;
   for (const name of names) {
@@ -258,10 +280,10 @@ async function folderBytes(root: string, folder: Folder, depth: number, budget: 
     const stat = await fs.lstat(folder.at(name)).catch(() => undefined);
     if (stat?.isFile()) total += stat.size;
     else if (stat?.isDirectory() && depth < MAX_DEPTH) {
-      const child = await openStep(root, folder, name, path.join(folder.relative, name)).catch(() => undefined);
+      const child = await openStep(bounds, folder, name, path.join(folder.relative, name)).catch(() => undefined);
       if (!child) continue;
       try {
-        total += await folderBytes(root, child, depth + 1, budget);
+        total += await folderBytes(bounds, child, depth + 1, budget);
       } finally {
         await child.close();
       }
@@ -274,13 +296,13 @@ async function folderBytes(root: string, folder: Folder, depth: number, budget: 
  * Opens a workspace file for reading without following anything a command may have swapped in since `real` (its
  * real path, from resolveWorkspaceFile) was resolved. The caller checks what it got (fstat) and closes it.
  */
-export async function openWorkspaceFileForReading(workspace: string, real: string): Promise<FileHandle> {
-  const { root, folder: top } = await openRoot(workspace);
+export async function openWorkspaceFileForReading(workspace: string, real: string, rules: WorkspaceRules = {}): Promise<FileHandle> {
+  const { root, bounds, folder: top } = await openRoot(workspace, false, rules);
   try {
     if (!isInside(root, real) || real === root) throw new WorkspacePathError(`"${real}" is outside the workspace`);
     const parts = path.relative(root, real).split(path.sep);
     const name = parts.pop()!;
-    const folder = await openFolder(root, top, parts, false);
+    const folder = await openFolder(bounds, top, parts, false);
     try {
       let handle: FileHandle;
       try {
@@ -292,9 +314,10 @@ export async function openWorkspaceFileForReading(workspace: string, real: strin
       }
       if (hasProcFd()) {
         const opened = await fs.readlink(`${PROC_FD}/${handle.fd}`).catch(() => '');
-        if (!isInside(root, opened)) {
+        const refused = refusal(bounds, opened, path.join(folder.relative, name));
+        if (refused) {
           await handle.close();
-          throw new WorkspacePathError(`"${path.join(folder.relative, name)}" leads outside the workspace`);
+          throw new WorkspacePathError(refused);
         }
       }
       return handle;
@@ -324,15 +347,15 @@ export interface WorkspaceFolder {
   close(): Promise<void>;
 }
 
-function workspaceFolder(root: string, folder: Folder): WorkspaceFolder {
+function workspaceFolder(bounds: Bounds, folder: Folder): WorkspaceFolder {
   return {
-    root,
+    root: bounds.root,
     relative: folder.relative,
     at: (name) => folder.at(name),
     names: () => fs.readdir(folder.handle ? `${PROC_FD}/${folder.handle.fd}` : folder.real),
     child: async (name) => {
       checkName(name);
-      return workspaceFolder(root, await openStep(root, folder, name, path.join(folder.relative, name)));
+      return workspaceFolder(bounds, await openStep(bounds, folder, name, path.join(folder.relative, name)));
     },
     stat: () => (folder.handle ? folder.handle.stat() : fs.stat(folder.real)),
     sync: async () => {
@@ -344,15 +367,21 @@ function workspaceFolder(root: string, folder: Folder): WorkspaceFolder {
 
 /**
  * Runs `use` with the folder at `relative` in the workspace (symlinks that stay inside followed, as far as the path
- * exists; created when `create`), and closes it afterwards.
+ * exists; created when `create`), and closes it afterwards. Every folder opened on the way and below, through
+ * `child`, is held to `rules` as it is opened: a command may have swapped one since the resolver looked.
  */
-export async function withWorkspaceFolder<T>(workspace: string, relative: string, options: { create?: boolean }, use: (folder: WorkspaceFolder) => Promise<T>): Promise<T> {
+export async function withWorkspaceFolder<T>(
+  workspace: string,
+  relative: string,
+  options: { create?: boolean; rules?: WorkspaceRules },
+  use: (folder: WorkspaceFolder) => Promise<T>,
+): Promise<T> {
   const create = options.create ?? false;
-  const { root, folder: top } = await openRoot(workspace, create);
+  const { root, bounds, folder: top } = await openRoot(workspace, create, options.rules);
   try {
-    const folder = await openFolder(root, top, await realComponents(root, relative), create);
+    const folder = await openFolder(bounds, top, await realComponents(root, relative), create);
     try {
-      return await use(workspaceFolder(root, { ...folder, close: async () => {} }));
+      return await use(workspaceFolder(bounds, { ...folder, close: async () => {} }));
     } finally {
       if (folder !== top) await folder.close();
     }

@@ -23,7 +23,7 @@ export interface WorkspaceFileContent {
 export async function readWorkspaceFile(persona: Persona, given: string, options: WorkspaceRules & { maxBytes?: number } = {}): Promise<WorkspaceFileContent> {
   const maxBytes = options.maxBytes ?? MAX_READ_BYTES;
   const real = await resolveWorkspaceFile(persona, given, { personaDirs: options.personaDirs });
-  const handle = await openWorkspaceFileForReading(persona.workspace, real).catch((err: unknown) => {
+  const handle = await openWorkspaceFileForReading(persona.workspace, real, { personaDirs: options.personaDirs }).catch((err: unknown) => {
     if (err instanceof WorkspacePathError) throw new Error(`"${given}" changed while it was being opened (a folder on its path was replaced); try again`, { cause: err });
     throw err;
   });

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Stats } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
+import type { WorkspaceRules } from './workspace.ts';
 import { NEW_FILE, withWorkspaceFolder, writeAll, type WorkspaceFolder } from './workspace-io.ts';
 
 /** A leftover of a write cut short older than this is removed by the next write of the same file. */
@@ -15,6 +16,8 @@ export class WorkspaceFileExistsError extends Error {
 export interface WriteOptions {
   /** Replace a file already there (else WorkspaceFileExistsError). */
   overwrite: boolean;
+  /** The resolver's rules, held again to the folder actually opened (another persona's folder swapped in since). */
+  rules?: WorkspaceRules;
   /** Called once the new content is complete and synced, before it takes the target's name (crash tests). */
   beforeRename?: () => Promise<void>;
 }
@@ -28,7 +31,7 @@ export interface WriteOptions {
  */
 export async function writeWorkspaceFile(workspace: string, relative: string, content: Buffer, options: WriteOptions): Promise<{ replaced: boolean }> {
   const name = path.basename(relative);
-  return withWorkspaceFolder(workspace, path.dirname(relative), { create: true }, async (folder) => {
+  return withWorkspaceFolder(workspace, path.dirname(relative), { create: true, rules: options.rules }, async (folder) => {
     const existing = await fs.lstat(folder.at(name)).catch(() => undefined);
     if (existing?.isDirectory()) throw new WorkspaceFileExistsError(`"${relative}" is a folder`);
     if (existing && !options.overwrite) throw new WorkspaceFileExistsError(`"${relative}" already exists`);

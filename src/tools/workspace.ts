@@ -148,10 +148,15 @@ async function checkReal(root: string, real: string, given: string, rules: Works
 
 /** Whether `real` lies in a persona's folder that does not hold this workspace (so: another persona's). */
 export async function inOtherPersonaDir(root: string, real: string, rules: WorkspaceRules): Promise<boolean> {
+  return (await otherPersonaDirs(root, rules)).some((dir) => isInside(dir, real));
+}
+
+/** The real paths of the persona folders that do not hold the workspace `root`: other personas'. */
+export async function otherPersonaDirs(root: string, rules: WorkspaceRules): Promise<string[]> {
+  const others: string[] = [];
   for (const dir of rules.personaDirs ?? []) {
     const realDir = await fs.realpath(dir).catch(() => path.resolve(dir));
-    if (isInside(realDir, root)) continue;
-    if (isInside(realDir, real)) return true;
+    if (!isInside(realDir, root)) others.push(realDir);
   }
-  return false;
+  return others;
 }
