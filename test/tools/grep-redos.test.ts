@@ -1,6 +1,6 @@
-// Attack: a catastrophic regular expression in grep. The JavaScript search runs the model's pattern on the event
-// loop with no bound, so one pattern freezes the whole Parlor process (every persona, every chat). ripgrep's engine
-// is linear, but a pattern it does not take (look-around) falls back to the JavaScript search.
+// grep against a catastrophic regular expression: the pattern runs in a worker stopped at a deadline, so one
+// pattern cannot freeze the whole Parlor process (every persona, every chat), and a pattern ripgrep does not take
+// (look-around) is not handed to an unbounded search either.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-// Attacks on the workspace file tools from a command that changes the workspace while a tool runs: a folder swapped
+// The workspace file tools against a command that changes the workspace while a tool runs: a folder swapped
 // for a symlink between the resolver's look and the write, FIFOs, a huge sparse file. The swap is made at an exact
 // moment here (the sandbox would loop it until it lands); what matters is where the bytes end up.
 import fs from 'node:fs';
