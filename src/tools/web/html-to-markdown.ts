@@ -2,6 +2,7 @@ import * as cheerio from 'cheerio';
 import type { Cheerio, CheerioAPI } from 'cheerio';
 import TurndownService from 'turndown';
 import { gfm } from 'turndown-plugin-gfm';
+import { normalizeTables, tableRules } from './markdown-tables.ts';
 
 // What a reader never sees as the page's text: code, styling, embedded apps, forms, the site's chrome.
 const NOISE = [
@@ -17,6 +18,8 @@ export function htmlToMarkdown(html: string, pageUrl: string): { title?: string;
   const title = collapse($('title').first().text()) || collapse($('meta[property="og:title"]').attr('content') ?? '') || collapse($('h1').first().text());
   const base = baseUrl($, pageUrl);
 
+  // Comments are read by no one but a model, and would come through wherever HTML did.
+  $.root().find('*').addBack().contents().filter((_, node) => node.type === 'comment').remove();
   $(NOISE).remove();
   // Text hidden by inline CSS is read by no one but a model: a classic place for planted instructions.
   $('[style]').filter((_, el) => /display\s*:\s*none|visibility\s*:\s*hidden/i.test($(el).attr('style') ?? '')).remove();
@@ -26,7 +29,7 @@ export function htmlToMarkdown(html: string, pageUrl: string): { title?: string;
   const root = contentRoot($);
   absolutize($, root, base);
   normalizeCode($, root);
-  promoteHeaderRows($, root);
+  normalizeTables($, root);
 
   const markdown = converter()
     .turndown($.html(root))
@@ -92,20 +95,17 @@ function normalizeCode($: CheerioAPI, root: Cheerio<any>): void {
   });
 }
 
-/** A table without a heading row would stay raw HTML (the gfm plugin keeps it); its first row becomes the heading. */
-function promoteHeaderRows($: CheerioAPI, root: Cheerio<any>): void {
-  root.find('table').each((_, el) => {
-    const table = $(el);
-    if (table.find('thead').length || table.find('tr').first().children('td').length === 0) return;
-    table.find('tr').first().children('td').each((__, cell) => {
-      (cell as unknown as { tagName: string; name: string }).name = 'th';
-    });
-  });
-}
-
 function converter(): TurndownService {
-  const service = new TurndownService({ headingStyle: 'atx', codeBlockStyle: 'fenced', bulletListMarker: '-', emDelimiter: '_' });
+  const service = new TurndownService({
+    headingStyle: 'atx',
+    codeBlockStyle: 'fenced',
+    bulletListMarker: '-',
+    emDelimiter: '_',
+    // Nothing reaches the model as HTML: an element a rule would keep as it is comes through as its text.
+    keepReplacement: (content, node) => ((node as unknown as { isBlock: boolean }).isBlock ? `\n\n${content}\n\n` : content),
+  });
   service.use(gfm);
+  tableRules(service);
   service.addRule('image', {
     filter: 'img',
     replacement: (_content, node) => {
