@@ -1,4 +1,4 @@
-// Attacks on web_fetch from a hostile page: forging the end of the untrusted frame, smuggling raw HTML (and what a
+// web_fetch against a hostile page: forging the end of the untrusted frame, smuggling raw HTML (and what a
 // reader never sees) into the model's context, a proxy in the environment, an address outside the frame.
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
