@@ -16,6 +16,8 @@ export const CHANNELS = {
   typing: 'parlor_typing',
   /** A background command runs in another process: signal it, or stop a conversation's (payload: JSON ProcessRequest). */
   process: 'parlor_process',
+  /** A persona answered an ask_persona whose asker waits (payload: the ask's id). */
+  personaAsk: 'parlor_persona_ask',
   /** Something falls due at the time in the payload (ISO 8601). */
   timer: 'parlor_timer',
 } as const;

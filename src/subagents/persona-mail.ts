@@ -6,10 +6,10 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Persona } from '#src/config/persona.ts';
 import { inboxConversationId, parseConversationId } from '#src/conversation-id.ts';
+import { CHANNELS, listen, notify } from '#src/db/channels.ts';
 import type { Database } from '#src/db/client.ts';
 import { abandonPersonaAsk, answerPersonaAsk, insertPersonaAsk, personaAskReply } from '#src/db/persona-asks.ts';
 import type { JobSystem } from '#src/jobs/boss.ts';
-import { sleep } from '#src/retry.ts';
 import type { PersonaMailApi } from '#src/tools/types.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
@@ -17,11 +17,45 @@ export interface PersonaMail {
   forTurn(turn: { persona: Persona; data: Pick<TurnJobData, 'chain'> }): PersonaMailApi;
   /** A message's turn ended in the target: its reply goes to the waiting asker, or into the sender's inbox. */
   answered(data: TurnJobData, reply: string | undefined): Promise<void>;
+  stop(): Promise<void>;
 }
 
-export function createPersonaMail(deps: { database: Database; jobs: Pick<JobSystem, 'enqueueTurn'>; personas: () => readonly Persona[]; log: Logger }): PersonaMail {
+export function createPersonaMail(deps: {
+  database: Database;
+  jobs: Pick<JobSystem, 'enqueueTurn'>;
+  personas: () => readonly Persona[];
+  log: Logger;
+  /** How often a waiting asker looks for its reply besides the notification that it came (a missed one). */
+  recheckMs?: number;
+}): PersonaMail {
   const { db } = deps.database;
   const log = deps.log.child({ module: 'persona-mail' });
+  const recheckMs = deps.recheckMs ?? 5_000;
+  // Askers waiting in this process, woken by the notification that their reply is there.
+  const waiters = new Map<string, () => void>();
+  let listening: ReturnType<typeof listen> | undefined;
+  const wakeAll = () => {
+    for (const wake of waiters.values()) wake();
+  };
+  const startListening = () => (listening ??= listen(deps.database.sql, CHANNELS.personaAsk, (id) => waiters.get(id)?.(), wakeAll));
+
+  /** Until the ask's reply is noticed, the recheck comes round, the deadline passes or the turn stops. */
+  async function waitForWord(id: string, untilMs: number, signal: AbortSignal): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort = () => {};
+    try {
+      await new Promise<void>((resolve) => {
+        waiters.set(id, resolve);
+        timer = setTimeout(resolve, Math.max(0, Math.min(recheckMs, untilMs - Date.now())));
+        onAbort = resolve;
+        signal.addEventListener('abort', onAbort, { once: true });
+      });
+    } finally {
+      waiters.delete(id);
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
 
   function check(source: Persona, targetName: string, chain: readonly string[]): Persona | { error: string } {
     if (targetName === source.name) return { error: 'that is you; a persona cannot write to itself' };
@@ -61,13 +95,14 @@ export function createPersonaMail(deps: { database: Database; jobs: Pick<JobSyst
           const target = check(persona, targetName, chain);
           if ('error' in target) return target;
           const id = randomUUID();
+          await startListening();
           await insertPersonaAsk(db, { id, source: persona.name, target: target.name });
           await post(persona, target, text, chain, id);
           const deadline = Date.now() + timeoutMs;
           while (Date.now() < deadline && !signal.aborted) {
             const reply = await personaAskReply(db, id);
             if (reply !== undefined) return { reply };
-            await sleep(250, signal).catch(() => {});
+            await waitForWord(id, deadline, signal);
           }
           // Given up: the reply, when it comes, goes to the inbox instead (unless it came just now).
           const late = await abandonPersonaAsk(db, id);
@@ -81,7 +116,10 @@ export function createPersonaMail(deps: { database: Database; jobs: Pick<JobSyst
       if (parts?.kind !== 'inbox') return;
       const text = reply?.trim() || '(no reply)';
       // The asker still waits: it takes the reply as its tool's result.
-      if (data.askId && (await answerPersonaAsk(db, data.askId, text))) return;
+      if (data.askId && (await answerPersonaAsk(db, data.askId, text))) {
+        await notify(db, CHANNELS.personaAsk, data.askId);
+        return;
+      }
       await deps.jobs.enqueueTurn({
         conversationId: inboxConversationId(parts.other, parts.persona),
         persona: parts.other,
@@ -89,6 +127,11 @@ export function createPersonaMail(deps: { database: Database; jobs: Pick<JobSyst
         prompt: `[reply from persona ${parts.persona}]\n${text}`,
         chain: data.chain,
       });
+    },
+
+    async stop() {
+      wakeAll();
+      await (await listening)?.unlisten();
     },
   };
 }

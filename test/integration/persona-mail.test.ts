@@ -30,6 +30,8 @@ beforeAll(async () => {
       scout: { soul: 'You are Scout, who finds things out.', connectors: { personas: ['testy'] } },
       locked: { soul: 'You are Locked.' },
     },
+    // A waiting asker learns of its reply from the notification alone: the fallback look comes only after a minute.
+    app: { personaAskRecheckMs: 60_000 },
   });
   h.fake.setDefault((req) => {
     if (isScout(req)) return scout(req);
@@ -71,8 +73,11 @@ describe('ask_persona', () => {
   it('waits for the reply and returns it; nothing goes to the inbox, and a second ask sees the first exchange', async () => {
     testy = calling('ask_persona', { persona: 'scout', text: 'what is six times seven?' });
     scout = () => ({ text: '42' });
+    const asked = Date.now();
     await h.chat.inject({ text: 'ask scout a sum' });
     expect(await toolSaid()).toBe('tool said: 42');
+    // Woken by the notification that the reply is there, not by a look that comes a minute later.
+    expect(Date.now() - asked).toBeLessThan(15_000);
     h.chat.sent.length = 0;
     testy = calling('ask_persona', { persona: 'scout', text: 'and plus one?' });
     scout = (req) => ({ text: (req.body.messages as { content: string }[]).some((m) => String(m.content).includes('six times seven')) ? '43' : 'plus one of what?' });
