@@ -27,6 +27,7 @@ import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
+import { createMemoryStore, MemoryRegistry } from '#src/memory/store.ts';
 import { ProcessRegistry, type ProcessRequest } from '#src/tools/processes.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import { searchProviderFromSettings } from '#src/tools/web/search.ts';
@@ -51,11 +52,11 @@ export interface AppOptions {
   tools?: Tool[];
   /** The registry the given `tools` keep their background commands in (createBuiltinTools' `processes`). */
   processes?: ProcessRegistry;
+  /** The registry the given `tools` keep memories through (createBuiltinTools' `memory`). */
+  memory?: MemoryRegistry;
   history?: HistoryBudget;
   modelRetryDeadlineMs?: number;
   questionSweepMs?: number;
-  /** How often a waiting ask_persona looks for its reply besides the notification (tests). */
-  personaAskRecheckMs?: number;
 }
 
 export interface App {
@@ -105,6 +106,8 @@ export async function startApp(options: AppOptions): Promise<App> {
   const hide = [settings.home, settings.personasDir, path.join(process.cwd(), '.env')];
   // Commands shell_exec leaves running in the background; recorded in Postgres once the database is there.
   const processes = options.processes ?? new ProcessRegistry(log.child({ module: 'processes' }));
+  // Memories and user models, on Postgres once the database is there.
+  const memory = options.memory ?? new MemoryRegistry();
   const toolList =
     options.tools ??
     createBuiltinTools({
@@ -115,6 +118,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       outgoingDir: path.join(settings.home, 'outgoing'),
       processes,
       webSearch: searchProviderFromSettings(settings),
+      memory,
     });
   checkToolPolicies(personas, toolList.map((t) => t.name));
   for (const warning of unapprovedActions(personas, toolList)) log.warn(warning);
@@ -150,6 +154,8 @@ export async function startApp(options: AppOptions): Promise<App> {
     cleanups.push(() => jobs.stop({ timeoutMs: 3000 }));
     const processStore = createProcessStore({ database, jobs, log, killTagged });
     processes.attach(processStore);
+    const memoryStore = createMemoryStore({ database });
+    memory.attach(memoryStore);
     // After the turns have stopped (cleanups run in reverse) and while jobs can still carry the wakes that say so.
     cleanups.push(async () => {
       processStore.stop();
@@ -187,8 +193,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       log,
       worker: options.worker !== false,
     });
-    const personaMail = createPersonaMail({ database, jobs, personas: () => personas, log, recheckMs: options.personaAskRecheckMs });
-    cleanups.push(() => personaMail.stop());
+    const personaMail = createPersonaMail({ database, jobs, personas: () => personas, log });
     const runner = createTurnRunner({
       database,
       personas: () => personas,
@@ -207,6 +212,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       awaitDownloads: (conversationId, turnId, signal) => awaitAttachmentDownloads(database.db, conversationId, turnId, undefined, signal),
       subagents,
       personaMail,
+      userModel: (persona, user) => memoryStore.userModel(persona, user),
     });
     const commands = createCommandHandler({
       db: database.db,

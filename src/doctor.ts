@@ -4,6 +4,7 @@ import { ConfigError } from '#src/config/errors.ts';
 import { loadPersonas, type Persona } from '#src/config/persona.ts';
 import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
 import { startEmbeddedPostgres } from '#src/db/embedded-postgres.ts';
+import { extensionStates, type ExtensionState } from '#src/db/extensions.ts';
 import { modelEndpoint } from '#src/llm/index.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import type { Tool } from '#src/tools/types.ts';
@@ -13,6 +14,8 @@ interface Check {
   name: string;
   /** What is fine; a `warning` is worth fixing but does not fail the check. Throws when it fails. */
   run(): Promise<string | { warning: string }>;
+  /** Not run, and not shown (what it looks at could not be reached: another check says why). */
+  skip?(): boolean;
 }
 
 const TIMEOUT_MS = 8000;
@@ -29,6 +32,8 @@ export async function runDoctor(
     connectorIds?: readonly string[];
   } = {},
 ): Promise<number> {
+  let extensions: Record<'pg_trgm' | 'vector', ExtensionState> | undefined;
+  let memoryMigrated = false;
   const checks: Check[] = [
     {
       name: 'personas',
@@ -45,14 +50,18 @@ export async function runDoctor(
         const url = settings.databaseUrl ?? embedded!.url;
         try {
           const db = await connectDatabase(url, { max: 1 });
-          const [row] = await db.sql<{ version: string }[]>`select current_setting('server_version') as version`;
-          await db.close();
+          const [row] = await db.sql<{ version: string; migrated: boolean }[]>`
+            select current_setting('server_version') as version, to_regclass('memories') is not null as migrated`;
+          memoryMigrated = row.migrated;
+          extensions = await extensionStates(db.db, ['pg_trgm', 'vector']).finally(() => db.close());
           return `${settings.databaseUrl ? redactUrl(url) : `embedded under ${settings.home}`} (Postgres ${row.version})`;
         } finally {
           await embedded?.release();
         }
       },
     },
+    { name: 'pg_trgm', skip: () => !extensions, run: async () => checkTrigram(extensions!.pg_trgm, memoryMigrated) },
+    { name: 'pgvector', skip: () => !extensions, run: async () => (extensions!.vector.available ? `available${extensions!.vector.installed ? ' and created' : ''}` : 'not on this server') },
     { name: 'model', run: () => checkModel(settings) },
     { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
     { name: 'approvals', run: async () => checkApprovals(settings, options.tools ?? []) },
@@ -64,6 +73,7 @@ export async function runDoctor(
 
   let failed = 0;
   for (const check of checks) {
+    if (check.skip?.()) continue;
     try {
       const result = await check.run();
       out.write(typeof result === 'string' ? `✓ ${check.name}: ${result}\n` : `! ${check.name}: ${result.warning}\n`);
@@ -74,6 +84,14 @@ export async function runDoctor(
   }
   out.write(failed ? `${failed} problem${failed > 1 ? 's' : ''} found\n` : 'all good\n');
   return failed ? 1 : 0;
+}
+
+/** Recall matches names and misspellings by trigram where the database has pg_trgm (the migration creates it). */
+function checkTrigram(state: ExtensionState, migrated: boolean): string | { warning: string } {
+  if (state.installed) return 'installed: recall matches names and misspellings';
+  if (!state.available) return { warning: 'not on this server: recall ranks by full-text search alone' };
+  if (!migrated) return 'on the server; the first start (or parlor migrate) creates it';
+  return { warning: 'on the server but not created in this database (a superuser can CREATE EXTENSION pg_trgm there): recall ranks by full-text search alone' };
 }
 
 /** Tools that act on the machine or the world and that a persona runs without asking. */

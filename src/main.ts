@@ -16,6 +16,7 @@ import { DatabaseUnavailableError } from '#src/db/client.ts';
 import { EmbeddedPostgresError } from '#src/db/embedded-postgres.ts';
 import { createLogger } from '#src/log.ts';
 import { runDoctor } from '#src/doctor.ts';
+import { MemoryRegistry } from '#src/memory/store.ts';
 import { runMigrate } from '#src/cli/migrate.ts';
 
 interface Command {
@@ -127,7 +128,12 @@ approvals) and says how to fix what is wrong. Exits 1 if a check fails.
     run: (settings) =>
       runDoctor(settings, process.stdout, {
         // The whole tool set, so that doctor checks every name a persona's tools.jsonc may use.
-        tools: createBuiltinTools({ timezone: settings.timezone, processes: new ProcessRegistry(pino({ level: 'silent' })), webSearch: searchProviderFromSettings(settings) }),
+        tools: createBuiltinTools({
+          timezone: settings.timezone,
+          processes: new ProcessRegistry(pino({ level: 'silent' })),
+          webSearch: searchProviderFromSettings(settings),
+          memory: new MemoryRegistry(),
+        }),
         connectors: CONNECTORS,
         connectorIds: CONNECTOR_IDS,
       }),

@@ -1,3 +1,4 @@
+import type { MemoryRegistry } from '#src/memory/store.ts';
 import type { ProcessRegistry } from '#src/tools/processes.ts';
 import type { Tool } from '#src/tools/types.ts';
 import type { SearchProvider } from '#src/tools/web/search.ts';
@@ -11,8 +12,11 @@ import { createFileWriteTool } from './file-write.ts';
 import { createGlobTool } from './glob.ts';
 import { createGrepTool } from './grep.ts';
 import { createListDirTool } from './list-dir.ts';
+import { createLoadSkillTool } from './load-skill.ts';
+import { createMemoryTool } from './memory.ts';
 import { createProcessTool } from './process.ts';
 import { createReactTool } from './react.ts';
+import { createRecallTool } from './recall.ts';
 import { createRemindTool } from './remind.ts';
 import { createReplyToOriginTool } from './reply-to-origin.ts';
 import { createScheduleWakeupTool } from './schedule-wakeup.ts';
@@ -23,6 +27,7 @@ import { createSpawnSubagentTool } from './spawn-subagent.ts';
 import { createTaskCancelTool } from './task-cancel.ts';
 import { createTaskStatusTool } from './task-status.ts';
 import { createThinkHarderTool } from './think-harder.ts';
+import { createUserModelWriteTool } from './user-model-write.ts';
 import { createWebFetchTool } from './web-fetch.ts';
 import { createWebSearchTool } from './web-search.ts';
 
@@ -32,7 +37,8 @@ import { createWebSearchTool } from './web-search.ts';
  * `personaDirs` adds every persona's folder, wherever its symlink leads. `outgoingDir` is where `send_message`
  * keeps copies of the files it sends: a folder no command can see (under Parlor's home). `processes` holds the
  * commands shell_exec leaves running in the background; without it every command runs to its end. `webSearch` is
- * the search backend the settings name (web_search is not offered without one).
+ * the search backend the settings name (web_search is not offered without one). `memory` is where memory, recall and
+ * user_model_write keep what the persona remembers (not offered without it).
  */
 export function createBuiltinTools(deps: {
   timezone: string;
@@ -41,6 +47,7 @@ export function createBuiltinTools(deps: {
   outgoingDir?: string;
   processes?: ProcessRegistry;
   webSearch?: SearchProvider;
+  memory?: MemoryRegistry;
 }): Tool[] {
   const hide = [...(deps.shellSandbox?.hide ?? []), ...(deps.personaDirs ?? [])];
   // Every tool that touches the persona's files refuses the other personas' folders.
@@ -70,5 +77,9 @@ export function createBuiltinTools(deps: {
     createAskPersonaTool(),
     createWebFetchTool(),
     createWebSearchTool({ provider: deps.webSearch }),
+    ...(deps.memory
+      ? [createMemoryTool({ memory: deps.memory }), createRecallTool({ memory: deps.memory, timezone: deps.timezone }), createUserModelWriteTool({ memory: deps.memory })]
+      : []),
+    createLoadSkillTool(),
   ];
 }

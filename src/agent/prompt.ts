@@ -1,5 +1,6 @@
 import { parseConversationId } from '#src/conversation-id.ts';
 import type { Persona } from '#src/config/persona.ts';
+import type { UserModelEntry } from '#src/memory/store.ts';
 import { answersInText, type Origin, type TurnKind } from '#src/turns.ts';
 
 export interface PromptContext {
@@ -12,7 +13,12 @@ export interface PromptContext {
   /** Name of the cron entry, for cron turns. */
   scheduleName?: string;
   toolNames: string[];
+  /** What the persona knows of the person this turn is with (`user` is `connector:user id`). */
+  userModel?: { user: string; entries: readonly UserModelEntry[] };
 }
+
+/** The user model's share of the prompt, at most: the most confident and newest aspects first, the rest left out. */
+export const USER_MODEL_PROMPT_MAX_CHARS = 1500;
 
 const formats = new Map<string, Intl.DateTimeFormat>();
 
@@ -80,10 +86,32 @@ export function buildSystemPrompt(ctx: PromptContext): string {
     lines.push('- For a hard problem, call think_harder before answering.');
   }
   if (ctx.persona.skills.length) {
-    lines.push('', '## Skills', 'Read a skill file when a task matches it:');
-    for (const s of ctx.persona.skills) lines.push(`- ${s.name}: ${s.description} (${s.file})`);
+    // The instructions are loaded when needed; without load_skill, the file is named so another tool can read it.
+    const load = ctx.toolNames.includes('load_skill');
+    lines.push('', '## Skills', load ? 'When a task matches a skill, call load_skill with its name and follow what it says:' : 'Read a skill file when a task matches it:');
+    for (const s of ctx.persona.skills) lines.push(`- ${s.name}: ${s.description}${load ? '' : ` (${s.file})`}`);
   }
+  // Last: it changes when the persona learns something, and what comes before it stays the same.
+  if (ctx.userModel?.entries.length) lines.push('', ...userModelSection(ctx.userModel.user, ctx.userModel.entries));
   return lines.join('\n');
+}
+
+function userModelSection(user: string, entries: readonly UserModelEntry[]): string[] {
+  const lines = [`## What you know of ${user}`, 'Your notes from earlier conversations (user_model_write keeps them up to date):'];
+  // Room for the line that says how many were left out.
+  let room = USER_MODEL_PROMPT_MAX_CHARS - lines.join('\n').length - 30;
+  let shown = 0;
+  for (const e of entries) {
+    let line = `- ${e.dimension}: ${e.content.replace(/\s+/g, ' ').trim()}${e.confidence < 0.5 ? ' (unsure)' : ''}`;
+    // The most confident aspect is shown even when it alone is too long, cut to fit.
+    if (shown === 0 && line.length + 1 > room) line = `${line.slice(0, room - 2)}…`;
+    if (line.length + 1 > room) break;
+    lines.push(line);
+    room -= line.length + 1;
+    shown++;
+  }
+  if (shown < entries.length) lines.push(`- (${entries.length - shown} more not shown)`);
+  return lines;
 }
 
 /** A background task's brief: what it is, that its last message is its report, and that nobody can be asked. */

@@ -21,6 +21,7 @@ import { parseConversationId } from '#src/conversation-id.ts';
 import { answersInText, backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 import { SUBAGENT_EXCLUDED_TOOLS, type Subagents } from '#src/subagents/service.ts';
 import type { PersonaMail } from '#src/subagents/persona-mail.ts';
+import type { UserModelEntry } from '#src/memory/store.ts';
 
 export interface TurnRunnerDeps {
   database: Database;
@@ -48,6 +49,8 @@ export interface TurnRunnerDeps {
   subagents?: Subagents;
   /** Messages between personas: sent by the tools, and told when a message's turn ends with its reply. */
   personaMail?: PersonaMail;
+  /** What the persona knows of a person (`connector:user id`), for the system prompt of turns with them. */
+  userModel?: (persona: string, user: string) => Promise<UserModelEntry[]>;
 }
 
 export interface TurnJob {
@@ -325,6 +328,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       timezone: deps.timezone,
       scheduleName: cronName(data.conversationId),
       toolNames: offered.map((t) => t.name),
+      userModel: await userModelFor(persona, data.kind, origin?.sender, log),
     });
     const timeoutMs =
       data.kind === 'task' ? persona.tools.subagents.timeoutSeconds * 1000 : (persona.tools.turnTimeoutSeconds ?? 0) * 1000 || deps.turnTimeoutMs || 15 * 60_000;
@@ -371,6 +375,20 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         }
       },
     });
+  }
+
+  /**
+   * The model of the person the turn acts for (in a group, the sender, or the outsider it acts as): only theirs, and
+   * none in a message from another persona. A failed read leaves it out rather than failing the turn.
+   */
+  async function userModelFor(persona: Persona, kind: TurnKind, user: string | undefined, log: Logger) {
+    if (!deps.userModel || !user || kind === 'persona' || kind === 'task') return undefined;
+    try {
+      return { user, entries: await deps.userModel(persona.name, user) };
+    } catch (err) {
+      log.warn({ err }, 'the user model could not be read; the turn goes on without it');
+      return undefined;
+    }
   }
 
   async function conclude(job: TurnJob, persona: Persona, turnId: string, result: LoopResult, replyTo: string | undefined, log: Logger, stream?: ReplyStream) {

@@ -2,11 +2,14 @@ import { sql } from 'drizzle-orm';
 import {
   bigserial,
   boolean,
+  check,
+  customType,
   index,
   integer,
   jsonb,
   pgTable,
   primaryKey,
+  real,
   text,
   timestamp,
   uniqueIndex,
@@ -362,4 +365,58 @@ export const backgroundProcesses = pgTable(
     removedAt: timestamp('removed_at', { withTimezone: true }),
   },
   (t) => [index('background_processes_conversation_idx').on(t.conversationId, t.startedAt), index('background_processes_persona_idx').on(t.persona, t.state)],
+);
+
+/** Postgres full-text search vectors (drizzle has no column type for them). */
+const tsvector = customType<{ data: string }>({ dataType: () => 'tsvector' });
+
+/**
+ * The text search configuration of memories, in the column and in every query alike. `english` (not `simple`):
+ * recall ORs the words of a query and ranks the matches, so stop words ("the", "what") must drop out and "dogs" must
+ * find "dog". Names are stemmed the same way on both sides, and the trigram index matches the raw text besides.
+ */
+export const MEMORY_TEXT_SEARCH = 'english';
+
+/** A persona's journal: what it chose to remember (the memory tool), found again by recall. */
+export const memories = pgTable(
+  'memories',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    persona: text('persona').notNull(),
+    category: text('category').notNull().default('note'),
+    content: text('content').notNull(),
+    /** 1..10: how much it matters; recall ranks by it a little, and lists by it without a query. */
+    importance: integer('importance').notNull().default(5),
+    createdAt: createdAt(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    /** The category weighs more than the content (A over B) in the rank. */
+    search: tsvector('search')
+      .notNull()
+      .generatedAlwaysAs(
+        sql`setweight(to_tsvector('english', coalesce("category", '')), 'A') || setweight(to_tsvector('english', coalesce("content", '')), 'B')`,
+      ),
+  },
+  (t) => [
+    index('memories_persona_idx').on(t.persona, t.createdAt),
+    index('memories_search_idx').using('gin', t.search),
+    // Needs pg_trgm: the migration creates it only where the extension is there.
+    index('memories_content_trgm_idx').using('gin', sql`${t.content} gin_trgm_ops`),
+    check('memories_importance_check', sql`${t.importance} between 1 and 10`),
+  ],
+);
+
+/** What a persona knows of each person it talks to, one row per aspect (dimension); shown in that person's turns. */
+export const userModels = pgTable(
+  'user_models',
+  {
+    persona: text('persona').notNull(),
+    /** `connector:user id`, as the turn's origin names the sender. */
+    userAddress: text('user_address').notNull(),
+    dimension: text('dimension').notNull(),
+    content: text('content').notNull(),
+    /** 0..1. */
+    confidence: real('confidence').notNull().default(0.7),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.persona, t.userAddress, t.dimension] })],
 );

@@ -1,0 +1,32 @@
+import { and, desc, eq, sql } from 'drizzle-orm';
+import type { Queryable } from './client.ts';
+import { userModels } from './schema.ts';
+
+export type UserModelRow = typeof userModels.$inferSelect;
+
+/** Sets what the persona knows of one aspect (dimension) of a person; whether the aspect is new. */
+export async function upsertUserModel(
+  db: Queryable,
+  row: { persona: string; userAddress: string; dimension: string; content: string; confidence: number },
+): Promise<{ created: boolean }> {
+  const [result] = await db
+    .insert(userModels)
+    .values(row)
+    .onConflictDoUpdate({
+      target: [userModels.persona, userModels.userAddress, userModels.dimension],
+      set: { content: row.content, confidence: row.confidence, updatedAt: sql`now()` },
+    })
+    // xmax is 0 on a row this statement inserted, and the updating transaction's id on one it updated.
+    .returning({ created: sql<boolean>`(xmax = 0)` });
+  return result;
+}
+
+/** The persona's model of one person, the most confident and newest first, at most `limit` aspects. */
+export async function userModelOf(db: Queryable, persona: string, userAddress: string, limit = 50): Promise<UserModelRow[]> {
+  return db
+    .select()
+    .from(userModels)
+    .where(and(eq(userModels.persona, persona), eq(userModels.userAddress, userAddress)))
+    .orderBy(desc(userModels.confidence), desc(userModels.updatedAt), userModels.dimension)
+    .limit(limit);
+}
