@@ -57,6 +57,8 @@ export interface AppOptions {
   history?: HistoryBudget;
   modelRetryDeadlineMs?: number;
   questionSweepMs?: number;
+  /** How often a waiting ask_persona looks for its reply besides the notification (tests). */
+  personaAskRecheckMs?: number;
 }
 
 export interface App {
@@ -193,7 +195,8 @@ export async function startApp(options: AppOptions): Promise<App> {
       log,
       worker: options.worker !== false,
     });
-    const personaMail = createPersonaMail({ database, jobs, personas: () => personas, log });
+    const personaMail = createPersonaMail({ database, jobs, personas: () => personas, log, recheckMs: options.personaAskRecheckMs });
+    cleanups.push(() => personaMail.stop());
     const runner = createTurnRunner({
       database,
       personas: () => personas,
