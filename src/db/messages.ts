@@ -120,21 +120,17 @@ export async function transcript(
 }
 
 /** How many model answers a conversation holds (a task's steps so far). */
-export async function countAssistantMessages(db: Queryable, conversationId: string): Promise<number> {
-  const [row] = await db
-    .select({ n: sql<number>`count(*)::int` })
+/** For each conversation: how many model steps it took, and the tool it ran last. One query for them all. */
+export async function conversationActivity(db: Queryable, conversationIds: readonly string[]): Promise<Map<string, { steps: number; lastTool?: string }>> {
+  if (conversationIds.length === 0) return new Map();
+  const rows = await db
+    .select({
+      conversationId: messages.conversationId,
+      steps: sql<number>`(count(*) filter (where ${messages.role} = 'assistant'))::int`,
+      lastTool: sql<string | null>`(array_agg(${messages.content}->>'name' order by ${messages.id} desc) filter (where ${messages.role} = 'tool'))[1]`,
+    })
     .from(messages)
-    .where(and(eq(messages.conversationId, conversationId), eq(messages.role, 'assistant')));
-  return row?.n ?? 0;
-}
-
-/** The tool a conversation ran last, if any. */
-export async function lastToolName(db: Queryable, conversationId: string): Promise<string | undefined> {
-  const [row] = await db
-    .select({ name: sql<string>`${messages.content}->>'name'` })
-    .from(messages)
-    .where(and(eq(messages.conversationId, conversationId), eq(messages.role, 'tool')))
-    .orderBy(desc(messages.id))
-    .limit(1);
-  return row?.name ?? undefined;
+    .where(inArray(messages.conversationId, [...conversationIds]))
+    .groupBy(messages.conversationId);
+  return new Map(rows.map((r) => [r.conversationId, { steps: r.steps, ...(r.lastTool ? { lastTool: r.lastTool } : {}) }]));
 }

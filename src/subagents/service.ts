@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { Persona } from '#src/config/persona.ts';
 import { parseConversationId, subagentConversationId } from '#src/conversation-id.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
-import { lastToolName, countAssistantMessages } from '#src/db/messages.ts';
+import { conversationActivity } from '#src/db/messages.ts';
 import {
   batchFinished,
   claimUnpushed,
@@ -192,8 +192,8 @@ export function createSubagents(deps: {
         async status(handle) {
           const rows = handle ? [await getSubagentTask(db, handle)].filter((r): r is SubagentTaskRow => !!r && r.parentConversationId === ctx.conversationId) : await conversationTasks(db, ctx.conversationId);
           if (rows.length === 0) return handle ? `no task ${handle} was started in this conversation` : 'no tasks were started in this conversation';
-          const lines = await Promise.all(rows.map(async (row) => describeTask(db, row)));
-          return lines.join('\n');
+          const activity = await conversationActivity(db, rows.map((row) => subagentConversationId(row.persona, row.handle)));
+          return rows.map((row) => describeTask(row, activity.get(subagentConversationId(row.persona, row.handle)))).join('\n');
         },
 
         async cancel(which) {
@@ -279,9 +279,8 @@ function shorten(text: string, max: number): string {
   return line.length > max ? `${line.slice(0, max)}…` : line;
 }
 
-async function describeTask(db: Queryable, row: SubagentTaskRow): Promise<string> {
-  const conversation = subagentConversationId(row.persona, row.handle);
-  const [steps, tool] = await Promise.all([countAssistantMessages(db, conversation), lastToolName(db, conversation)]);
+function describeTask(row: SubagentTaskRow, activity: { steps: number; lastTool?: string } = { steps: 0 }): string {
+  const { steps, lastTool: tool } = activity;
   const started = row.startedAt ?? row.createdAt;
   const end = row.finishedAt ?? new Date();
   const elapsed = Math.max(0, Math.round((end.getTime() - started.getTime()) / 1000));
