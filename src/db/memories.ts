@@ -2,10 +2,10 @@ import { and, asc, desc, eq, gte, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db, Queryable } from './client.ts';
 import { MEMORY_TEXT_SEARCH, memories } from './schema.ts';
 
-export type MemoryRow = Omit<typeof memories.$inferSelect, 'search'>;
+export type MemoryRow = Omit<typeof memories.$inferSelect, 'search' | 'embedding' | 'embeddingModel'>;
 export type RankedMemoryRow = MemoryRow & { score: number };
 
-/** Every column but the search vector, which nobody reads back. */
+/** Every column but the search vector and the embedding, which recall's text ranking does not read back. */
 const columns = {
   id: memories.id,
   persona: memories.persona,

@@ -389,6 +389,9 @@ export const memories = pgTable(
     importance: integer('importance').notNull().default(5),
     createdAt: createdAt(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+    /** Its embedding, once the embedding job has run (when an embedding endpoint is configured), and by which model. */
+    embedding: real('embedding').array(),
+    embeddingModel: text('embedding_model'),
     /** The category weighs more than the content (A over B) in the rank. */
     search: tsvector('search')
       .notNull()
@@ -420,3 +423,56 @@ export const userModels = pgTable(
   },
   (t) => [primaryKey({ columns: [t.persona, t.userAddress, t.dimension] })],
 );
+
+/** A document a persona was given to read (knowledge_ingest): where it stands, and how many chunks it has. */
+export const knowledgeSources = pgTable(
+  'knowledge_sources',
+  {
+    persona: text('persona').notNull(),
+    /** The name the persona gave it; ingesting the same name again replaces its chunks. */
+    source: text('source').notNull(),
+    /** The workspace file it came from, when it came from one. */
+    path: text('path'),
+    /** ingesting, ready or failed. */
+    state: text('state').notNull().default('ingesting'),
+    error: text('error'),
+    chunks: integer('chunks').notNull().default(0),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.persona, t.source] })],
+);
+
+/** The paragraph-aligned pieces of a knowledge source, each searchable by recall. */
+export const knowledgeChunks = pgTable(
+  'knowledge_chunks',
+  {
+    id: bigserial('id', { mode: 'number' }).primaryKey(),
+    persona: text('persona').notNull(),
+    source: text('source').notNull(),
+    /** Its place in the source, from 0. */
+    chunk: integer('chunk').notNull(),
+    content: text('content').notNull(),
+    embedding: real('embedding').array(),
+    embeddingModel: text('embedding_model'),
+    createdAt: createdAt(),
+    search: tsvector('search')
+      .notNull()
+      .generatedAlwaysAs(sql`to_tsvector('english', coalesce("content", ''))`),
+  },
+  (t) => [
+    uniqueIndex('knowledge_chunks_source_idx').on(t.persona, t.source, t.chunk),
+    index('knowledge_chunks_search_idx').using('gin', t.search),
+  ],
+);
+
+/**
+ * The summary of a conversation's oldest messages, which the next turns carry before their window: refreshed in
+ * steps, so the prompt's prefix stays the same from one turn to the next.
+ */
+export const conversationSummaries = pgTable('conversation_summaries', {
+  conversationId: text('conversation_id').primaryKey(),
+  summary: text('summary').notNull(),
+  /** The last message id the summary covers; the window starts after it. */
+  throughMessageId: integer('through_message_id').notNull(),
+  updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
+});
