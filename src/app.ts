@@ -11,7 +11,8 @@ import { conversationIsIdle } from '#src/db/conversations.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '#src/db/embedded-postgres.ts';
 import { createDelivery, type Delivery } from '#src/agent/delivery.ts';
 import { createTurnRunner, type TurnRunner } from '#src/agent/turn-runner.ts';
-import type { HistoryBudget } from '#src/agent/history.ts';
+import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from '#src/agent/history.ts';
+import { createConversationSummaries } from '#src/jobs/conversation-summaries.ts';
 import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
 import { startMaintenance } from '#src/jobs/maintenance.ts';
 import { createScheduler, type Scheduler } from '#src/jobs/scheduler.ts';
@@ -197,6 +198,18 @@ export async function startApp(options: AppOptions): Promise<App> {
     });
     const personaMail = createPersonaMail({ database, jobs, personas: () => personas, log, recheckMs: options.personaAskRecheckMs });
     cleanups.push(() => personaMail.stop());
+    const summaries = createConversationSummaries({
+      database,
+      jobs,
+      model,
+      defaultModel: llm?.model ?? 'default',
+      personas: () => personas,
+      budget: options.history ?? DEFAULT_HISTORY_BUDGET,
+      log,
+      worker: options.worker !== false,
+    });
+    await summaries.start();
+    cleanups.push(() => summaries.stop());
     const runner = createTurnRunner({
       database,
       personas: () => personas,
@@ -216,6 +229,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       subagents,
       personaMail,
       userModel: (persona, user) => memoryStore.userModel(persona, user),
+      summaries: summaries.request,
     });
     const commands = createCommandHandler({
       db: database.db,

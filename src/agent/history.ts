@@ -1,5 +1,3 @@
-import type { Queryable } from '#src/db/client.ts';
-import { recentMessages } from '#src/db/messages.ts';
 import type { ChatMessage } from '#src/llm/types.ts';
 
 export interface HistoryBudget {
@@ -10,20 +8,6 @@ export interface HistoryBudget {
 }
 
 export const DEFAULT_HISTORY_BUDGET: HistoryBudget = { maxMessages: 80, maxChars: 80_000 };
-
-/**
- * The part of a conversation the model sees: the newest messages that fit the budget, starting at a user
- * message so no tool result loses its call. The cost is bounded however long the conversation is.
- */
-export async function loadHistoryWindow(
-  db: Queryable,
-  conversationId: string,
-  afterId: number,
-  budget: HistoryBudget = DEFAULT_HISTORY_BUDGET,
-): Promise<ChatMessage[]> {
-  const rows = await recentMessages(db, conversationId, { afterId, limit: budget.maxMessages });
-  return fitWindow(repairToolPairs(rows.map((r) => r.message)), budget.maxChars);
-}
 
 /**
  * Providers reject a tool call without its result, or a result without its call. A process that died between

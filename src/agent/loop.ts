@@ -1,4 +1,4 @@
-import { ModelError, type ChatMessage, type ModelClient, type ToolCall, type Usage } from '#src/llm/types.ts';
+import { addUsage, ModelError, type ChatMessage, type ModelClient, type ToolCall, type Usage } from '#src/llm/types.ts';
 import type { ToolOutput } from '#src/tools/types.ts';
 import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from './history.ts';
 import { fitRequestToBudget } from './request-budget.ts';
@@ -76,6 +76,8 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
   let forcedEnd = false;
   let lastCallKey: string | undefined;
   let repeats = 0;
+  // What the previous request began with: the history, for the turn's first call.
+  let previous: readonly ChatMessage[] = messages.slice(0, openingStart);
   const maxIterations = options.maxIterations ?? DEFAULT_MAX_ITERATIONS;
   const emit = async (event: LoopEvent) => {
     await options.onEvent?.(event);
@@ -121,12 +123,16 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
     let response;
     try {
       modelCalls++;
+      // Mid-turn arrivals and tool results would otherwise grow the request without bound.
+      const sent = fitRequestToBudget({ messages, opening: { start: openingStart, end: openingEnd }, inbox: arrived }, budget);
+      const stablePrefix = sharedPrefix(previous, sent);
+      previous = sent;
       response = await options.model.complete(
         {
           model: options.modelName,
           system: options.system,
-          // Mid-turn arrivals and tool results would otherwise grow the request without bound.
-          messages: fitRequestToBudget({ messages, opening: { start: openingStart, end: openingEnd }, inbox: arrived }, budget),
+          messages: sent,
+          ...(stablePrefix ? { stablePrefix } : {}),
           tools: options.tools.specs,
           toolChoice: forcedEnd ? { name: END_TASK } : 'auto',
           thinking,
@@ -150,8 +156,7 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
     // A stream cut short by /stop may end without an error: what it holds is not an answer.
     if (options.signal?.aborted) return finish({ status: 'cancelled' });
     await emit({ type: 'model_end', iteration, usage: response.usage, ms: Date.now() - callStarted });
-    usage.input += response.usage.input;
-    usage.output += response.usage.output;
+    addUsage(usage, response.usage);
     const text = response.text;
     await append({ role: 'assistant', content: text, ...(response.toolCalls.length ? { toolCalls: response.toolCalls } : {}), usage: response.usage });
 
@@ -212,6 +217,13 @@ export async function runAgentLoop(options: LoopOptions): Promise<LoopResult> {
       });
     }
   }
+}
+
+/** How many leading messages two requests share (the same objects: what fitting to the budget changed is new). */
+function sharedPrefix(before: readonly ChatMessage[], after: readonly ChatMessage[]): number {
+  let n = 0;
+  while (n < before.length && n < after.length && before[n] === after[n]) n++;
+  return n;
 }
 
 function canonicalArgs(text: string): string {

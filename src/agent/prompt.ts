@@ -22,23 +22,41 @@ export const USER_MODEL_PROMPT_MAX_CHARS = 1500;
 
 const formats = new Map<string, Intl.DateTimeFormat>();
 
-/** One formatter per time zone: making one costs more than the rest of the prompt. */
-function dateFormat(timezone: string): Intl.DateTimeFormat {
-  let format = formats.get(timezone);
+/** One formatter per time zone and style: making one costs more than the rest of the prompt. */
+function dateFormat(timezone: string, withTime: boolean): Intl.DateTimeFormat {
+  const key = `${timezone}\u0000${withTime}`;
+  let format = formats.get(key);
   if (!format) {
-    format = new Intl.DateTimeFormat('en-GB', { timeZone: timezone, dateStyle: 'full', timeStyle: 'short' });
-    formats.set(timezone, format);
+    format = new Intl.DateTimeFormat('en-GB', { timeZone: timezone, dateStyle: 'full', ...(withTime ? { timeStyle: 'short' as const } : {}) });
+    formats.set(key, format);
   }
   return format;
 }
 
-/** The system prompt: the persona's soul, then what the persona needs to know about this turn. */
+/**
+ * When the turn is, coarse enough that the prompt stays byte-identical all day (the provider's prompt cache keeps
+ * working): the date, and the exact time from the clock tool; without the tool, the hour it is in.
+ */
+function nowLine(ctx: PromptContext, now: Date): string {
+  const day = dateFormat(ctx.timezone, false).format(now);
+  if (ctx.toolNames.includes('clock')) return `- Today is ${day} (${ctx.timezone}). For the exact time, call clock.`;
+  const hour = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
+  const next = new Date(hour.getTime() + 3_600_000);
+  const hhmm = (d: Date) => dateFormat(ctx.timezone, true).format(d).split(' ').at(-1);
+  return `- Today is ${day} (${ctx.timezone}); the time is between ${hhmm(hour)} and ${hhmm(next)}.`;
+}
+
+/**
+ * The system prompt: the persona's soul, then what the persona needs to know about this turn. What changes least comes
+ * first: the date comes after the instructions and skills, and the user model (which changes with the person a group
+ * turn is for) comes last, so consecutive turns of a conversation send the same prompt and the same prefix.
+ */
 export function buildSystemPrompt(ctx: PromptContext): string {
   const now = ctx.now ?? new Date();
-  const when = dateFormat(ctx.timezone).format(now);
-  // A task starts afresh: a short brief of its own, never the persona's soul or its chats.
-  if (ctx.kind === 'task') return taskPrompt(ctx, when);
-  const lines: string[] = [ctx.persona.soul, '', '## This turn', `- You are "${ctx.persona.name}". It is ${when} (${ctx.timezone}).`];
+  // A task starts afresh: a short brief of its own, never the persona's soul or its chats. It is one turn, so it
+  // has nothing to keep stable and is told the exact time.
+  if (ctx.kind === 'task') return taskPrompt(ctx, dateFormat(ctx.timezone, true).format(now));
+  const lines: string[] = [ctx.persona.soul, '', '## This turn', `- You are "${ctx.persona.name}".`];
 
   // The results of tasks started from a chat are answered there, like a message.
   const background = !answersInText(ctx.kind, ctx.origin);
@@ -91,7 +109,8 @@ export function buildSystemPrompt(ctx: PromptContext): string {
     lines.push('', '## Skills', load ? 'When a task matches a skill, call load_skill with its name and follow what it says:' : 'Read a skill file when a task matches it:');
     for (const s of ctx.persona.skills) lines.push(`- ${s.name}: ${s.description}${load ? '' : ` (${s.file})`}`);
   }
-  // Last: it changes when the persona learns something, and what comes before it stays the same.
+  lines.push('', '## Now', nowLine(ctx, now));
+  // Last: it changes when the persona learns something (and with the sender in a group), and what comes before it stays the same.
   if (ctx.userModel?.entries.length) lines.push('', ...userModelSection(ctx.userModel.user, ctx.userModel.entries));
   return lines.join('\n');
 }

@@ -11,15 +11,16 @@ import type { ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
 import { originTarget, primaryTarget, turnChat } from '#src/tools/targets.ts';
-import type { SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
+import type { SchedulingApi, ToolContext } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
-import { DEFAULT_HISTORY_BUDGET, loadHistoryWindow, type HistoryBudget } from './history.ts';
+import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from './history.ts';
+import type { SummaryRequest } from './history-window.ts';
+import { backgroundPrompt, cronName, loadTurnHistory, tasksTools } from './turn-setup.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import { createReplyStream, type ReplyStream } from './reply-stream.ts';
 import { buildSystemPrompt } from './prompt.ts';
-import { parseConversationId } from '#src/conversation-id.ts';
 import { answersInText, backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
-import { SUBAGENT_EXCLUDED_TOOLS, type Subagents } from '#src/subagents/service.ts';
+import type { Subagents } from '#src/subagents/service.ts';
 import type { PersonaMail } from '#src/subagents/persona-mail.ts';
 import type { UserModelEntry } from '#src/memory/store.ts';
 
@@ -51,6 +52,8 @@ export interface TurnRunnerDeps {
   personaMail?: PersonaMail;
   /** What the persona knows of a person (`connector:user id`), for the system prompt of turns with them. */
   userModel?: (persona: string, user: string) => Promise<UserModelEntry[]>;
+  /** Asks for what leaves the history window to be summarised; without it the window moves on without a summary. */
+  summaries?: SummaryRequest;
 }
 
 export interface TurnJob {
@@ -247,7 +250,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const { data } = job;
     const { turnId, conversation } = started;
     if (data.kind === 'user') await deps.awaitDownloads?.(data.conversationId, turnId, signal);
-    const history = await loadHistoryWindow(db, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
+    const history = await loadTurnHistory({ db, summaries: deps.summaries, log }, persona, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
     // A task works with a fresh context and without the persona's secrets, on the tools it was given.
     const task = data.kind === 'task' ? await deps.subagents?.task(data.conversationId) : undefined;
     // Cancelled (or ended) before its turn began: it does nothing.
@@ -535,34 +538,6 @@ function draftOf(row: OutboundRow): OutboundDraft {
   };
 }
 
-/** A background turn's opening message: the prompt as framed by whatever started it, else labelled by kind. */
-function backgroundPrompt(kind: TurnKind, prompt: string | undefined): string {
-  if (prompt?.startsWith('[')) return prompt;
-  const label = kind === 'wake' ? 'wake-up' : kind;
-  return `[${label}] ${prompt ?? ''}`.trim();
-}
-
 function hash(text: string): string {
   return createHash('sha256').update(text).digest('base64url').slice(0, 16);
-}
-
-/** The schedule entry a cron conversation belongs to. */
-function cronName(conversationId: string): string | undefined {
-  const parts = parseConversationId(conversationId);
-  return parts?.kind === 'cron' ? parts.name : undefined;
-}
-
-/**
- * The tools a turn is offered. A task gets its persona's minus those that talk to people or start more work (it may
- * start tasks of its own only below the depth limit), narrowed to the list it was given.
- */
-function tasksTools(tools: Tool[], persona: Persona, kind: TurnKind, task: { depth: number; tools: string[] | null } | undefined): Tool[] {
-  if (kind !== 'task') return tools;
-  const nests = (task?.depth ?? 1) < persona.tools.subagents.maxDepth;
-  const taskTools = ['spawn_subagent', 'task_status', 'task_cancel'];
-  return tools.filter(
-    (t) =>
-      (!(SUBAGENT_EXCLUDED_TOOLS as readonly string[]).includes(t.name) || (nests && taskTools.includes(t.name))) &&
-      (!task?.tools || task.tools.includes(t.name) || t.name === 'end_task'),
-  );
 }

@@ -1,4 +1,4 @@
-import { and, count, desc, eq, gt, inArray, sql } from 'drizzle-orm';
+import { and, count, desc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
 import type { ChatMessage } from '#src/llm/types.ts';
 import type { Queryable } from './client.ts';
 import { messages } from './schema.ts';
@@ -63,16 +63,23 @@ export async function claimArrivedMessages(db: Queryable, conversationId: string
   return rows.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => r.content);
 }
 
-/** The newest messages of a conversation after `afterId`, oldest first. Reads at most `limit` rows. */
+/** The newest messages of a conversation after `afterId` (and up to `throughId`), oldest first. Reads at most `limit` rows. */
 export async function recentMessages(
   db: Queryable,
   conversationId: string,
-  options: { afterId: number; limit: number; excludeTurn?: string },
+  options: { afterId: number; limit: number; excludeTurn?: string; throughId?: number },
 ): Promise<{ id: number; message: ChatMessage }[]> {
   const rows = await db
     .select({ id: messages.id, content: messages.content, turnId: messages.turnId })
     .from(messages)
-    .where(and(eq(messages.conversationId, conversationId), gt(messages.id, options.afterId), sql`${messages.turnId} is not null`))
+    .where(
+      and(
+        eq(messages.conversationId, conversationId),
+        gt(messages.id, options.afterId),
+        options.throughId === undefined ? undefined : lte(messages.id, options.throughId),
+        sql`${messages.turnId} is not null`,
+      ),
+    )
     .orderBy(desc(messages.id))
     .limit(options.limit);
   return rows

@@ -3,6 +3,7 @@ import type { InboundEvent } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Queryable } from '#src/db/client.ts';
 import { getConversation, resetConversationHistory, setConversationThinking, ensureConversation } from '#src/db/conversations.ts';
+import { clearConversationSummary } from '#src/db/conversation-summaries.ts';
 import { countMessages } from '#src/db/messages.ts';
 import { conversationUsage, requestTurnCancel, runningTurn, setAsidePendingMessages } from '#src/db/turns.ts';
 import { HELP_TEXT, SHARED_CONVERSATION_COMMANDS, type ControlCommand } from './commands.ts';
@@ -97,6 +98,8 @@ export function createCommandHandler(deps: {
       }
       case 'new':
         await resetConversationHistory(db, conversationId);
+        // The summary of the earlier messages goes with them; memories stay.
+        await clearConversationSummary(db, conversationId);
         return 'Starting fresh: I will not see the earlier messages of this chat.';
       case 'think': {
         const conversation = await getConversation(db, conversationId);

@@ -56,7 +56,7 @@ export async function startJobSystem(
       deleteAfterSeconds: 24 * 3600,
     });
   }
-  for (const name of [QUEUES.reminder, QUEUES.cron, QUEUES.subagentPush]) {
+  for (const name of [QUEUES.reminder, QUEUES.cron, QUEUES.subagentPush, QUEUES.conversationSummary]) {
     if (!(await boss.getQueue(name))) {
       // A handler that fails (the database went away mid-firing) is retried; firing is idempotent.
       await boss.createQueue(name, { retryLimit: 20, retryDelay: 1, retryBackoff: true, retryDelayMax: 60, expireInSeconds: 300, deleteAfterSeconds: 7 * 24 * 3600 });

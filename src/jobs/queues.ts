@@ -9,11 +9,20 @@ export const QUEUES = {
   cron: 'cron',
   /** A batch of background tasks (spawn_subagent) has results for the conversation that started it. */
   subagentPush: 'subagent-push',
+  /** The oldest part of a conversation that left the history window, summarised once per step of the window. */
+  conversationSummary: 'conversation-summary',
 } as const;
 
 export interface SubagentPushJobData {
   /** The parent turn whose tasks these are. */
   batch: string;
+}
+
+export interface ConversationSummaryJobData {
+  persona: string;
+  conversationId: string;
+  /** The step: the summary covers the conversation up to this message id. */
+  throughMessageId: number;
 }
 
 export interface ReminderJobData {

@@ -1,6 +1,6 @@
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import { toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall } from './types.ts';
+import { toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
 
 /** Any OpenAI-compatible chat-completions endpoint: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp ... */
 export function createOpenAiClient(options: { baseUrl?: string; apiKey?: string }): ModelClient {
@@ -30,8 +30,10 @@ async function streamCompletion(
   const stream = await client.chat.completions.create(
     {
       model: request.model,
+      // Tools before messages, as the prompt is cached, so the request's bytes share their start too.
+      ...(tools.length ? { tools } : {}),
       messages: toOpenAiMessages(request),
-      ...(tools.length ? { tools, tool_choice: toolChoice(request) } : {}),
+      ...(tools.length ? { tool_choice: toolChoice(request) } : {}),
       ...(request.maxTokens ? { max_tokens: request.maxTokens } : {}),
       ...(request.thinking ? { reasoning_effort: 'high' as const } : {}),
       stream: true,
@@ -41,12 +43,15 @@ async function streamCompletion(
   );
   let text = '';
   let stopReason = 'stop';
-  const usage = { input: 0, output: 0 };
+  const usage: Usage = { input: 0, output: 0 };
   const calls = new Map<number, ToolCall>();
   for await (const chunk of stream) {
     if (chunk.usage) {
       usage.input = chunk.usage.prompt_tokens ?? 0;
       usage.output = chunk.usage.completion_tokens ?? 0;
+      // Part of prompt_tokens: OpenAI caches long prompts by their prefix on its own.
+      const cached = chunk.usage.prompt_tokens_details?.cached_tokens;
+      if (cached != null) usage.cacheRead = cached;
     }
     const choice = chunk.choices?.[0];
     if (!choice) continue;

@@ -30,12 +30,30 @@ export interface ModelRequest {
   toolChoice?: ToolChoice;
   thinking?: boolean;
   maxTokens?: number;
+  /**
+   * The first this many messages are the ones the previous request of this conversation began with, unchanged: a
+   * provider that caches prompts at marked points (Anthropic) marks the last of them.
+   */
+  stablePrefix?: number;
   signal?: AbortSignal;
 }
 
 export interface Usage {
+  /** Every input token, cached or not. */
   input: number;
   output: number;
+  /** Of the input, how many tokens were read from the provider's prompt cache (when it says). */
+  cacheRead?: number;
+  /** Of the input, how many tokens were written to the prompt cache (Anthropic). */
+  cacheWrite?: number;
+}
+
+/** Adds one call's usage to a running total; the cache counts appear once a call reports them. */
+export function addUsage(total: Usage, more: Usage): void {
+  total.input += more.input;
+  total.output += more.output;
+  if (more.cacheRead !== undefined) total.cacheRead = (total.cacheRead ?? 0) + more.cacheRead;
+  if (more.cacheWrite !== undefined) total.cacheWrite = (total.cacheWrite ?? 0) + more.cacheWrite;
 }
 
 export interface ModelResponse {

@@ -15,3 +15,38 @@ describe('the system prompt', () => {
     expect(buildSystemPrompt({ ...base, toolNames: ['clock'] })).not.toContain('workspace');
   });
 });
+
+describe('the system prompt across the turns of a day', () => {
+  const at = (iso: string, toolNames = ['clock']) => buildSystemPrompt({ ...base, toolNames, timezone: 'Europe/Paris', now: new Date(iso) });
+
+  it('is byte-identical for two turns a minute apart on the same day, so the provider can reuse its cache', () => {
+    expect(at('2026-12-01T12:00:00Z')).toBe(at('2026-12-01T12:01:00Z'));
+    expect(at('2026-12-01T06:10:00Z')).toBe(at('2026-12-01T21:40:00Z'));
+  });
+
+  it('still says the date, in the persona time zone, and where the exact time is', () => {
+    // 23:30 UTC is already the next day in Paris.
+    const prompt = at('2026-12-01T23:30:00Z');
+    expect(prompt).toContain('- Today is Wednesday, 2 December 2026 (Europe/Paris). For the exact time, call clock.');
+    expect(prompt).not.toBe(at('2026-12-01T22:30:00Z'));
+  });
+
+  it('gives the hour without the clock tool, the same for the whole hour', () => {
+    const prompt = at('2026-12-01T12:05:00Z', []);
+    expect(prompt).toContain('- Today is Tuesday, 1 December 2026 (Europe/Paris); the time is between 13:00 and 14:00.');
+    expect(prompt).toBe(at('2026-12-01T12:59:00Z', []));
+  });
+
+  it('puts the date after the instructions and skills, and the user model last', () => {
+    const persona = makePersona({ skills: [{ name: 'notes', description: 'Take notes', file: 'skills/notes/SKILL.md' }] });
+    const prompt = buildSystemPrompt({
+      ...base,
+      persona,
+      toolNames: ['clock', 'load_skill'],
+      userModel: { user: 'chat:u1', entries: [{ dimension: 'diet', content: 'vegan', confidence: 0.9 } as never] },
+    });
+    const order = ['## This turn', '## Skills', '## Now', '## What you know of chat:u1'].map((h) => prompt.indexOf(h));
+    expect(order.every((i) => i >= 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+  });
+});

@@ -85,7 +85,8 @@ describe.each(providers)('$api client', ({ api, make }) => {
     await client.complete(req());
     expect(fake.requests[0].system).toBe(SYSTEM);
     if (api === 'openai') expect(fake.requests[0].body.messages[0]).toEqual({ role: 'system', content: SYSTEM });
-    else expect(fake.requests[0].body.system).toBe(SYSTEM);
+    // One text block, with the cache breakpoint that lets the next call read it (and the tools) from the cache.
+    else expect(fake.requests[0].body.system).toEqual([{ type: 'text', text: SYSTEM, cache_control: { type: 'ephemeral' } }]);
   });
 
   it('sends a forced tool choice by name, and "required"', async () => {
@@ -108,6 +109,12 @@ describe.each(providers)('$api client', ({ api, make }) => {
     fake.script({ text: 'ok', usage: { input: 42, output: 7 } });
     const res = await client.complete(req());
     expect(res.usage).toEqual({ input: 42, output: 7 });
+  });
+
+  it('reports the input tokens read from and written to the prompt cache, counted in the input', async () => {
+    fake.script({ text: 'ok', usage: { input: 1000, output: 7, cacheRead: 800, ...(api === 'anthropic' ? { cacheWrite: 150 } : {}) } });
+    const res = await client.complete(req());
+    expect(res.usage).toEqual(api === 'anthropic' ? { input: 1000, output: 7, cacheRead: 800, cacheWrite: 150 } : { input: 1000, output: 7, cacheRead: 800 });
   });
 
   it('maps a 429 to a retryable rate_limited ModelError with retryAfterMs from retry-after', async () => {
@@ -205,6 +212,32 @@ describe('multi-turn history in the wire format', () => {
       },
       { role: 'assistant', content: [{ type: 'text', text: 'It is sunny.' }] },
       { role: 'user', content: [{ type: 'text', text: 'Thanks!' }] },
+    ]);
+  });
+
+  it('anthropic: a cache breakpoint on the last message the previous request began with, none on the new input', async () => {
+    // The first five messages were in the previous request: the breakpoint is on the end_task result, the last of them.
+    await createAnthropicClient({ baseUrl: fake.anthropicBaseUrl, apiKey: 'test' }).complete(req({ messages: history, stablePrefix: 4 }));
+    const sent: { role: string; content: { type: string; cache_control?: unknown }[] }[] = fake.requests[0].body.messages;
+    const marked = sent.flatMap((m, i) => m.content.flatMap((b, j) => (b.cache_control ? [[i, j, b.type]] : [])));
+    expect(marked).toEqual([[2, 1, 'tool_result']]);
+    expect(sent[2].content[1].cache_control).toEqual({ type: 'ephemeral' });
+  });
+
+  it('anthropic: a breakpoint on a stable user message joined with the new one marks only the stable block', async () => {
+    const messages: ChatMessage[] = [
+      { role: 'user', content: '[Parlor] Summary of the earlier conversation: they talked about cats.' },
+      { role: 'user', content: 'and dogs?' },
+    ];
+    await createAnthropicClient({ baseUrl: fake.anthropicBaseUrl, apiKey: 'test' }).complete(req({ messages, stablePrefix: 1 }));
+    expect(fake.requests[0].body.messages).toEqual([
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: messages[0].content, cache_control: { type: 'ephemeral' } },
+          { type: 'text', text: 'and dogs?' },
+        ],
+      },
     ]);
   });
 

@@ -23,7 +23,8 @@ export interface FakeReply {
   status?: number;
   headers?: Record<string, string>;
   delayMs?: number;
-  usage?: { input: number; output: number };
+  /** `cacheRead`/`cacheWrite`: input tokens the provider says it read from / wrote to its prompt cache. */
+  usage?: { input: number; output: number; cacheRead?: number; cacheWrite?: number };
   /** Never answer (until the client aborts or the server closes). */
   hang?: boolean;
   /** Destroy the socket without a response (network error). */
@@ -62,7 +63,7 @@ export interface FakeLlm {
 
 type Api = RecordedRequest['api'];
 interface Call { id: string; name: string; args: string }
-interface Usage { input: number; output: number }
+interface Usage { input: number; output: number; cacheRead?: number; cacheWrite?: number }
 
 const echo: FakeHandler = (req) => ({ text: `echo: ${req.lastUserText}` });
 const rid = (prefix: string) => prefix + randomUUID().replace(/-/g, '').slice(0, 24);
@@ -148,7 +149,10 @@ async function openaiReply(res: ServerResponse, rec: RecordedRequest, reply: Fak
   const created = Math.floor(Date.now() / 1000);
   const model = rec.model || 'fake-model';
   const finish = calls.length ? 'tool_calls' : 'stop';
-  const u = { prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output };
+  const u = {
+    prompt_tokens: usage.input, completion_tokens: usage.output, total_tokens: usage.input + usage.output,
+    ...(usage.cacheRead !== undefined ? { prompt_tokens_details: { cached_tokens: usage.cacheRead } } : {}),
+  };
   const content = reply.text ?? (calls.length ? null : '');
   if (!rec.stream) {
     const message: Record<string, unknown> = { role: 'assistant', content, refusal: null };
@@ -185,6 +189,12 @@ function anthropicReply(res: ServerResponse, rec: RecordedRequest, reply: FakeRe
   const stop_reason = calls.length ? 'tool_use' : 'end_turn';
   // A tool-only turn has no text block; an empty reply still has one (as the real API does).
   const withText = !!reply.text || !calls.length;
+  // Anthropic's input_tokens leaves out what was read from or written to the cache.
+  const cache = {
+    ...(usage.cacheRead !== undefined ? { cache_read_input_tokens: usage.cacheRead } : {}),
+    ...(usage.cacheWrite !== undefined ? { cache_creation_input_tokens: usage.cacheWrite } : {}),
+  };
+  const input = usage.input - (usage.cacheRead ?? 0) - (usage.cacheWrite ?? 0);
   if (!rec.stream) {
     const content: object[] = withText ? [{ type: 'text', text: reply.text ?? '' }] : [];
     for (const c of calls) {
@@ -194,13 +204,13 @@ function anthropicReply(res: ServerResponse, rec: RecordedRequest, reply: FakeRe
     }
     return sendJson(res, 200, {
       id, type: 'message', role: 'assistant', model, content, stop_reason, stop_sequence: null,
-      usage: { input_tokens: usage.input, output_tokens: usage.output },
+      usage: { input_tokens: input, output_tokens: usage.output, ...cache },
     }, reply.headers);
   }
   startSse(res, reply.headers);
   sse(res, 'message_start', { type: 'message_start', message: {
     id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null,
-    usage: { input_tokens: usage.input, output_tokens: 1 },
+    usage: { input_tokens: input, output_tokens: 1, ...cache },
   } });
   sse(res, 'ping', { type: 'ping' }); // the real API sends one; SDKs must skip it
   let index = 0;

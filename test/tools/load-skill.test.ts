@@ -40,7 +40,8 @@ describe('load_skill', () => {
 
   it('the prompt lists only names and descriptions, and says to call load_skill', () => {
     const prompt = buildSystemPrompt({ persona, kind: 'user', conversationId: 'skilled:chat:u1', timezone: 'UTC', toolNames: ['load_skill'] });
-    const skills = prompt.slice(prompt.indexOf('## Skills'));
+    // The section ends where the date comes, after everything that stays the same all day.
+    const skills = prompt.slice(prompt.indexOf('## Skills'), prompt.indexOf('\n\n## Now'));
     expect(skills.split('\n').sort()).toEqual(
       ['## Skills', 'When a task matches a skill, call load_skill with its name and follow what it says:', '- notes: # Notes', '- weather: Look up the forecast'].sort(),
     );

@@ -1,0 +1,58 @@
+import type { Logger } from 'pino';
+import type { Persona } from '#src/config/persona.ts';
+import { parseConversationId } from '#src/conversation-id.ts';
+import type { Queryable } from '#src/db/client.ts';
+import type { ChatMessage } from '#src/llm/types.ts';
+import { SUBAGENT_EXCLUDED_TOOLS } from '#src/subagents/service.ts';
+import type { Tool } from '#src/tools/types.ts';
+import type { TurnKind } from '#src/turns.ts';
+import type { HistoryBudget } from './history.ts';
+import { loadHistoryWindow, type SummaryRequest } from './history-window.ts';
+
+/**
+ * The history a turn starts from. When the window has stepped past the stored summary, the summary of what left it
+ * is asked for (once per step, in a job); the turn goes on at once with what it has.
+ */
+export async function loadTurnHistory(
+  deps: { db: Queryable; summaries?: SummaryRequest; log: Logger },
+  persona: Persona,
+  conversationId: string,
+  afterId: number,
+  budget: HistoryBudget,
+): Promise<ChatMessage[]> {
+  const window = await loadHistoryWindow(deps.db, conversationId, afterId, budget);
+  if (window.summariseThrough !== undefined && deps.summaries) {
+    await deps
+      .summaries({ persona: persona.name, conversationId, throughMessageId: window.summariseThrough })
+      .catch((err: unknown) => deps.log.warn({ err }, 'the summary of the earlier conversation could not be asked for; the turn goes on without it'));
+  }
+  return window.messages;
+}
+
+/** A background turn's opening message: the prompt as framed by whatever started it, else labelled by kind. */
+export function backgroundPrompt(kind: TurnKind, prompt: string | undefined): string {
+  if (prompt?.startsWith('[')) return prompt;
+  const label = kind === 'wake' ? 'wake-up' : kind;
+  return `[${label}] ${prompt ?? ''}`.trim();
+}
+
+/** The schedule entry a cron conversation belongs to. */
+export function cronName(conversationId: string): string | undefined {
+  const parts = parseConversationId(conversationId);
+  return parts?.kind === 'cron' ? parts.name : undefined;
+}
+
+/**
+ * The tools a turn is offered. A task gets its persona's minus those that talk to people or start more work (it may
+ * start tasks of its own only below the depth limit), narrowed to the list it was given.
+ */
+export function tasksTools(tools: Tool[], persona: Persona, kind: TurnKind, task: { depth: number; tools: string[] | null } | undefined): Tool[] {
+  if (kind !== 'task') return tools;
+  const nests = (task?.depth ?? 1) < persona.tools.subagents.maxDepth;
+  const taskTools = ['spawn_subagent', 'task_status', 'task_cancel'];
+  return tools.filter(
+    (t) =>
+      (!(SUBAGENT_EXCLUDED_TOOLS as readonly string[]).includes(t.name) || (nests && taskTools.includes(t.name))) &&
+      (!task?.tools || task.tools.includes(t.name) || t.name === 'end_task'),
+  );
+}

@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { sql } from 'drizzle-orm';
+import { SUMMARY_NOTE } from '../../src/agent/history-window.ts';
+import { createConversationSummaries, SUMMARY_SYSTEM_PROMPT } from '../../src/jobs/conversation-summaries.ts';
+import type { RecordedRequest } from '../support/fake-llm.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+import { until } from '../support/until.ts';
+
+let h: Harness;
+let summaries = 0;
+const BUDGET = { maxMessages: 20, maxChars: 6_000 };
+
+beforeAll(async () => {
+  h = await startHarness({ app: { history: BUDGET } });
+  h.fake.setDefault((req) => (req.system === SUMMARY_SYSTEM_PROMPT ? { text: `summary number ${++summaries}` } : { text: `reply to ${req.lastUserText}`.padEnd(120, '.') }));
+});
+afterAll(async () => {
+  await h?.stop();
+});
+
+const ID = 'testy:chat:u1';
+const isSummary = (r: RecordedRequest) => r.system === SUMMARY_SYSTEM_PROMPT;
+
+async function summaryJobsSettled() {
+  await until(async () => {
+    const [row] = await h.query<{ n: number }>(sql`select count(*)::int as n from pgboss.job where name = 'conversation-summary' and state in ('created', 'retry', 'active')`);
+    return row.n === 0;
+  });
+}
+
+/** One message and its reply; then the summary it asked for, if any, is written before the next. */
+async function exchange(text: string) {
+  const before = h.chat.sent.length;
+  await h.chat.inject({ text });
+  await h.chat.waitForSent(before + 1);
+  await h.app.waitForIdle(ID);
+  await summaryJobsSettled();
+}
+
+describe('a conversation longer than its window', () => {
+  it('moves its window in steps, summarised once per step, and the next turns carry the summary', async () => {
+    for (let i = 0; i < 30; i++) await exchange(`message ${i} `.padEnd(100, 'x'));
+    const turns = h.fake.requests.filter((r) => !isSummary(r)).map((r) => r.body.messages.slice(1) as { role: string; content: string }[]);
+    // Each request holds the one before it, with the reply and the new message added; except at a step.
+    let steps = 0;
+    for (let i = 1; i < turns.length; i++) {
+      const previous = JSON.stringify(turns[i - 1]).slice(0, -1);
+      if (!JSON.stringify(turns[i]).startsWith(previous)) {
+        steps++;
+        // At a step the window starts with the newest summary, written from what left it.
+        expect(turns[i][0].content).toBe(`${SUMMARY_NOTE}\nsummary number ${steps}`);
+      }
+    }
+    const summaryRequests = h.fake.requests.filter(isSummary);
+    expect(steps).toBeGreaterThanOrEqual(3);
+    expect(steps).toBeLessThanOrEqual(10);
+    // Exactly one summary per step: not one per turn.
+    expect(summaryRequests).toHaveLength(steps);
+    const [jobs] = await h.query<{ n: number }>(sql`select count(*)::int as n from pgboss.job where name = 'conversation-summary'`);
+    expect(jobs.n).toBe(steps);
+    // Each extends the one before: the second is made from the first and what followed it.
+    expect(summaryRequests[1].lastUserText).toContain('Summary so far:\nsummary number 1');
+    expect(summaryRequests[1].lastUserText).toContain('User: message ');
+    // Every turn's request stays within the budget, and the newest turn carries the latest summary.
+    for (const t of turns) expect(t.length).toBeLessThanOrEqual(BUDGET.maxMessages);
+    expect(turns.at(-1)![0].content).toBe(`${SUMMARY_NOTE}\nsummary number ${steps}`);
+    const [stored] = await h.query<{ summary: string }>(sql`select summary from conversation_summaries where conversation_id = ${ID}`);
+    expect(stored.summary).toBe(`summary number ${steps}`);
+  });
+
+  it('/new starts afresh: the summary is gone from the table and from the next request', async () => {
+    await h.chat.inject({ text: '/new' });
+    await until(async () => (await h.query(sql`select 1 from conversation_summaries where conversation_id = ${ID}`)).length === 0);
+    h.fake.reset();
+    h.fake.setDefault((req) => ({ text: isSummary(req) ? 'unexpected summary' : 'fresh' }));
+    await exchange('hello again');
+    expect(h.fake.requests).toHaveLength(1);
+    expect(h.fake.requests[0].body.messages.slice(1)).toEqual([{ role: 'user', content: 'hello again' }]);
+  });
+
+  it('asking twice for the summary of the same step makes one job', async () => {
+    const service = createConversationSummaries({
+      database: h.app.database,
+      jobs: h.app.jobs,
+      model: { provider: 'none', complete: () => Promise.reject(new Error('not called')) },
+      defaultModel: 'fake-model',
+      personas: () => h.app.personas,
+      budget: BUDGET,
+      log: pino({ level: 'silent' }),
+      worker: false,
+    });
+    const step = { persona: 'testy', conversationId: 'testy:chat:u2', throughMessageId: 123_456_789 };
+    await service.request(step);
+    await service.request(step);
+    const rows = await h.query<{ n: number }>(sql`select count(*)::int as n from pgboss.job where name = 'conversation-summary' and data->>'conversationId' = 'testy:chat:u2'`);
+    expect(rows[0].n).toBe(1);
+  });
+});
