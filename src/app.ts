@@ -28,7 +28,8 @@ import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
-import { createMemoryStore, MemoryRegistry } from '#src/memory/store.ts';
+import { startMemoryService } from '#src/memory/service.ts';
+import { MemoryRegistry } from '#src/memory/store.ts';
 import { ProcessRegistry, type ProcessRequest } from '#src/tools/processes.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import { searchProviderFromSettings } from '#src/tools/web/search.ts';
@@ -157,8 +158,11 @@ export async function startApp(options: AppOptions): Promise<App> {
     cleanups.push(() => jobs.stop({ timeoutMs: 3000 }));
     const processStore = createProcessStore({ database, jobs, log, killTagged });
     processes.attach(processStore);
-    const memoryStore = createMemoryStore({ database });
-    memory.attach(memoryStore);
+    // Memories, knowledge and their embedding jobs (stopped before the job system, as cleanups run in reverse).
+    const memoryService = await startMemoryService({ database, jobs, personas: () => personas, embeddings: settings.embeddings, log, worker: options.worker !== false });
+    cleanups.push(() => memoryService.stop());
+    const memoryStore = memoryService.store;
+    memory.attach(memoryStore, memoryService.knowledge);
     // After the turns have stopped (cleanups run in reverse) and while jobs can still carry the wakes that say so.
     cleanups.push(async () => {
       processStore.stop();

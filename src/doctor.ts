@@ -6,6 +6,7 @@ import { connectDatabase, describeError, redactUrl } from '#src/db/client.ts';
 import { startEmbeddedPostgres } from '#src/db/embedded-postgres.ts';
 import { extensionStates, type ExtensionState } from '#src/db/extensions.ts';
 import { modelEndpoint } from '#src/llm/index.ts';
+import { createEmbeddingClient, type EmbeddingError } from '#src/memory/embeddings.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
@@ -63,6 +64,7 @@ export async function runDoctor(
     { name: 'pg_trgm', skip: () => !extensions, run: async () => checkTrigram(extensions!.pg_trgm, memoryMigrated) },
     { name: 'pgvector', skip: () => !extensions, run: async () => (extensions!.vector.available ? `available${extensions!.vector.installed ? ' and created' : ''}` : 'not on this server') },
     { name: 'model', run: () => checkModel(settings) },
+    { name: 'embeddings', run: () => checkEmbeddings(settings) },
     { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
     { name: 'approvals', run: async () => checkApprovals(settings, options.tools ?? []) },
   ];
@@ -152,6 +154,22 @@ async function checkModel(settings: Settings): Promise<string> {
     throw new Error(`${base} does not serve a model named "${llm.model}" (it serves ${listed.slice(0, 10).join(', ')}${listed.length > 10 ? ', …' : ''}); check LLM_MODEL`);
   }
   return `${llm.provider} ${llm.model} at ${base} is reachable${listed.includes(llm.model) ? ' and serves the model' : ''}`;
+}
+
+/** Whether recall ranks by meaning too: the endpoint is configured and embeds a text. */
+async function checkEmbeddings(settings: Settings): Promise<string> {
+  const configured = settings.embeddings;
+  if (!configured) return 'not configured: recall ranks by words (set EMBEDDINGS_BASE_URL and EMBEDDINGS_MODEL to rank by meaning too)';
+  const client = createEmbeddingClient(configured);
+  let vector: number[];
+  try {
+    [vector] = await client.embed(['parlor doctor'], { timeoutMs: TIMEOUT_MS });
+  } catch (err) {
+    const status = (err as EmbeddingError).status;
+    const hint = status === 401 || status === 403 ? 'check EMBEDDINGS_API_KEY' : status === 404 ? 'check EMBEDDINGS_BASE_URL (most servers want it to end in /v1) and EMBEDDINGS_MODEL' : 'check EMBEDDINGS_BASE_URL and EMBEDDINGS_MODEL';
+    throw new Error(`${(err as Error).message}; ${hint} (until then recall ranks by words)`, { cause: err });
+  }
+  return `${configured.model} at ${configured.baseUrl} embeds (${vector.length} dimensions)`;
 }
 
 async function fetchWithTimeout(url: string, headers: Record<string, string>, variable: string): Promise<Response> {

@@ -11,6 +11,7 @@ import { createFileReadTool } from './file-read.ts';
 import { createFileWriteTool } from './file-write.ts';
 import { createGlobTool } from './glob.ts';
 import { createGrepTool } from './grep.ts';
+import { createKnowledgeIngestTool } from './knowledge-ingest.ts';
 import { createListDirTool } from './list-dir.ts';
 import { createLoadSkillTool } from './load-skill.ts';
 import { createMemoryTool } from './memory.ts';
@@ -37,8 +38,8 @@ import { createWebSearchTool } from './web-search.ts';
  * `personaDirs` adds every persona's folder, wherever its symlink leads. `outgoingDir` is where `send_message`
  * keeps copies of the files it sends: a folder no command can see (under Parlor's home). `processes` holds the
  * commands shell_exec leaves running in the background; without it every command runs to its end. `webSearch` is
- * the search backend the settings name (web_search is not offered without one). `memory` is where memory, recall and
- * user_model_write keep what the persona remembers (not offered without it).
+ * the search backend the settings name (web_search is not offered without one). `memory` is where memory, recall,
+ * user_model_write and knowledge_ingest keep what the persona remembers and reads (not offered without it).
  */
 export function createBuiltinTools(deps: {
   timezone: string;
@@ -78,7 +79,12 @@ export function createBuiltinTools(deps: {
     createWebFetchTool(),
     createWebSearchTool({ provider: deps.webSearch }),
     ...(deps.memory
-      ? [createMemoryTool({ memory: deps.memory }), createRecallTool({ memory: deps.memory, timezone: deps.timezone }), createUserModelWriteTool({ memory: deps.memory })]
+      ? [
+          createMemoryTool({ memory: deps.memory }),
+          createRecallTool({ memory: deps.memory, timezone: deps.timezone }),
+          createUserModelWriteTool({ memory: deps.memory }),
+          createKnowledgeIngestTool({ memory: deps.memory, ...files }),
+        ]
       : []),
     createLoadSkillTool(),
   ];

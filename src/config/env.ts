@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
 import type { ConnectorEntry, SettingsReader } from '#src/connector.ts';
+import type { EmbeddingSettings } from '#src/memory/embeddings.ts';
 import { ConfigError } from './errors.ts';
 
 export type LlmProvider = 'openai' | 'anthropic';
@@ -38,6 +39,8 @@ export interface Settings {
   logFile?: string;
   /** web_search's backend; absent when none is configured (the tool is then not offered). */
   webSearch?: WebSearchSettings;
+  /** The embedding endpoint recall ranks by meaning with; absent when none is configured (recall ranks by text). */
+  embeddings?: EmbeddingSettings;
   /** Platform settings by connector id, as each registry entry parsed them; a connector starts when it has some. */
   connectors: Record<string, unknown>;
 }
@@ -173,6 +176,7 @@ export function parseSettings(
     logLevel,
     logFile: optional(env, 'PARLOR_LOG_FILE') ? path.resolve(cwd, optional(env, 'PARLOR_LOG_FILE')!) : undefined,
     webSearch: webSearch(env),
+    embeddings: embeddings(env),
     connectors,
   };
 }
@@ -212,6 +216,20 @@ function webSearch(env: NodeJS.ProcessEnv): WebSearchSettings | undefined {
   return settings;
 }
 
+/** EMBEDDINGS_BASE_URL and EMBEDDINGS_MODEL (both, or neither), and EMBEDDINGS_API_KEY when the endpoint wants one. */
+function embeddings(env: NodeJS.ProcessEnv): EmbeddingSettings | undefined {
+  const baseUrl = url(env, 'EMBEDDINGS_BASE_URL', ['http:', 'https:'], 'http://localhost:11434/v1');
+  const model = optional(env, 'EMBEDDINGS_MODEL');
+  const apiKey = optional(env, 'EMBEDDINGS_API_KEY');
+  if (!baseUrl && !model) {
+    if (apiKey) throw new ConfigError('EMBEDDINGS_API_KEY is set but EMBEDDINGS_BASE_URL and EMBEDDINGS_MODEL are not; name the endpoint and model, e.g. EMBEDDINGS_BASE_URL=https://api.openai.com/v1 EMBEDDINGS_MODEL=text-embedding-3-small');
+    return undefined;
+  }
+  if (!baseUrl) throw new ConfigError('EMBEDDINGS_MODEL is set but EMBEDDINGS_BASE_URL is not; set the endpoint, e.g. EMBEDDINGS_BASE_URL=http://localhost:11434/v1 (Ollama) or https://api.openai.com/v1');
+  if (!model) throw new ConfigError('EMBEDDINGS_BASE_URL is set but EMBEDDINGS_MODEL is not; name the model, e.g. EMBEDDINGS_MODEL=nomic-embed-text or text-embedding-3-small');
+  return { baseUrl, model, apiKey };
+}
+
 /** The model settings, or the one message that says how to configure them. */
 export function requireModel(settings: Settings): LlmSettings {
   if (!settings.llm) throw new ConfigError(NO_MODEL);
@@ -245,6 +263,8 @@ export function settingSecrets(settings: Settings, entries: readonly Pick<Connec
     ...connectorSecrets,
     password(settings.databaseUrl),
     settings.webSearch?.apiKey,
+    settings.embeddings?.apiKey,
+    password(settings.embeddings?.baseUrl),
     // A SearXNG behind a proxy may take a password in its URL.
     password(settings.webSearch?.url),
   ].filter((v): v is string => typeof v === 'string' && v.length > 0);

@@ -1,6 +1,8 @@
-import { and, asc, desc, eq, gte, lt, or, sql, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, gte, inArray, isNotNull, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Db, Queryable } from './client.ts';
-import { MEMORY_TEXT_SEARCH, memories } from './schema.ts';
+import { memories } from './schema.ts';
+import { queryWords, textRank, withWordSimilarity } from './text-rank.ts';
+import { cosineDistance, hasDimensions } from './vectors.ts';
 
 export type MemoryRow = Omit<typeof memories.$inferSelect, 'search' | 'embedding' | 'embeddingModel'>;
 export type RankedMemoryRow = MemoryRow & { score: number };
@@ -30,7 +32,8 @@ export async function updateMemory(
 ): Promise<MemoryRow | undefined> {
   const [row] = await db
     .update(memories)
-    .set({ ...patch, updatedAt: sql`now()` })
+    // New content needs a new embedding: the old one described what it said before.
+    .set({ ...patch, ...(patch.content !== undefined ? { embedding: null, embeddingModel: null } : {}), updatedAt: sql`now()` })
     .where(and(eq(memories.persona, persona), eq(memories.id, id)))
     .returning(columns);
   return row;
@@ -57,13 +60,6 @@ export interface MemorySearch {
   trigram: boolean;
 }
 
-/**
- * Below this word similarity a query word does not count as found by trigram ("Mikhael" and "Michael" are 0.45,
- * "Jonh" and "John" 0.4; an unrelated word of the same length is seldom above 0.3).
- */
-export const WORD_SIMILARITY_THRESHOLD = 0.39;
-
-const cfg = sql.raw(`'${MEMORY_TEXT_SEARCH}'::regconfig`);
 const ageDays = sql`extract(epoch from (now() - ${memories.createdAt})) / 86400.0`;
 /** A little for importance (0.02..0.2) and for recency (0.1 today, half of that a month on). */
 const importanceAndRecency = sql`(${memories.importance} * 0.02 + 0.1 / (1 + ${ageDays} / 30))`;
@@ -81,8 +77,7 @@ export async function searchMemories(db: Db, search: MemorySearch): Promise<Rank
     search.from === undefined ? undefined : gte(memories.createdAt, search.from),
     search.to === undefined ? undefined : lt(memories.createdAt, search.to),
   );
-  const words = queryWords(search.query ?? '');
-  if (!words.length) {
+  if (!queryWords(search.query ?? '').length) {
     const ranged = search.from !== undefined || search.to !== undefined;
     const score = sql<number>`(${memories.importance} + 3.0 / (1 + ${ageDays} / 7))::float8`;
     return db
@@ -92,60 +87,77 @@ export async function searchMemories(db: Db, search: MemorySearch): Promise<Rank
       .orderBy(...(ranged ? [asc(memories.createdAt), asc(memories.id)] : [desc(score), desc(memories.id)]))
       .limit(search.limit);
   }
-  const query = search.query!;
-  // websearch_to_tsquery never fails on user text; "or" between the words finds memories with any of them.
-  const anyWord = sql`websearch_to_tsquery(${cfg}, ${words.join(' or ')})`;
-  const everyWord = sql`websearch_to_tsquery(${cfg}, ${query})`;
-  const phrase = sql`phraseto_tsquery(${cfg}, ${query})`;
-  const names = search.trigram ? trigramWords(words) : [];
   // A name in the category counts as well as one in the content (only the content has a trigram index).
-  const similarity = sql`greatest(${sql.join(
-    names.flatMap((w) => [sql`word_similarity(${w}, ${memories.content})`, sql`word_similarity(${w}, ${memories.category})`]),
-    sql`, `,
-  )})`;
-  const trigramScore = names.length ? sql`case when ${similarity} > ${WORD_SIMILARITY_THRESHOLD}::float8 then ${similarity} * 0.5 else 0 end` : sql`0`;
-  const score = sql<number>`(
-    ts_rank_cd(${memories.search}, ${anyWord}, 32)
-    + case when ${memories.search} @@ ${everyWord} then 0.3 else 0 end
-    + ${words.length > 1 ? sql`case when ${memories.search} @@ ${phrase} then 0.4 else 0 end` : sql`0`}
-    + ${trigramScore}
-    + ${importanceAndRecency}
-  )::float8`;
-  // The trigram operator (<%) uses the index; its threshold is a setting, so it is set for this query alone.
-  const found: SQL | undefined = or(sql`${memories.search} @@ ${anyWord}`, ...names.map((w) => sql`${w} <% ${memories.content}`));
-  const run = (tx: Queryable) =>
+  const rank = textRank({ search: memories.search, texts: [memories.content, memories.category], query: search.query!, trigram: search.trigram })!;
+  const score = sql<number>`(${rank.score} + ${importanceAndRecency})::float8`;
+  return withWordSimilarity(db, rank.names, (tx) =>
     tx
       .select({ ...columns, score })
       .from(memories)
-      .where(and(filters, found))
+      .where(and(filters, rank.found))
       .orderBy(desc(score), desc(memories.id))
-      .limit(search.limit);
-  if (!names.length) return run(db);
-  return db.transaction(async (tx) => {
-    await tx.execute(sql`select set_config('pg_trgm.word_similarity_threshold', ${String(WORD_SIMILARITY_THRESHOLD)}, true)`);
-    return run(tx);
-  });
+      .limit(search.limit),
+  );
 }
 
-const MAX_WORDS = 16;
-const MAX_TRIGRAM_WORDS = 6;
-/** Words too common to look for by trigram (full-text search drops them by itself). */
-const COMMON = new Set(
-  (
-    'the and for are but not you all any can had her was one our out has him his how its may new now see two who did get let say she too use ' +
-    'what when where which while with about above after again also been before being from have here into just like more most much only other ' +
-    'over same some such than that their them then there these they this those very were will would your could should does done each few ' +
-    'told said know think want remember recall memory memories'
-  ).split(' '),
-);
-
-/** The words of a query (letters and digits), at most a few, without websearch's own operator word. */
-export function queryWords(query: string): string[] {
-  const words = query.match(/[\p{L}\p{N}]+/gu) ?? [];
-  return [...new Set(words.filter((w) => w.toLowerCase() !== 'or'))].slice(0, MAX_WORDS);
+/** Of these memories, those without an embedding by `model`, with their text. */
+export async function memoriesToEmbed(db: Queryable, ids: readonly number[], model: string): Promise<{ id: number; content: string }[]> {
+  if (!ids.length) return [];
+  return db
+    .select({ id: memories.id, content: memories.content })
+    .from(memories)
+    .where(and(inArray(memories.id, [...ids]), or(isNull(memories.embedding), sql`${memories.embeddingModel} is distinct from ${model}`)));
 }
 
-/** The words worth a trigram match: names and rare words, not the glue of a sentence. */
-function trigramWords(words: string[]): string[] {
-  return words.filter((w) => w.length >= 3 && !COMMON.has(w.toLowerCase())).slice(0, MAX_TRIGRAM_WORDS);
+/** Stores each embedding unless the memory changed since its text was read (then the job of that change embeds it). */
+export async function storeMemoryEmbeddings(db: Queryable, model: string, rows: readonly { id: number; content: string; embedding: number[] }[]): Promise<void> {
+  for (const row of rows) {
+    await db
+      .update(memories)
+      .set({ embedding: row.embedding, embeddingModel: model })
+      .where(and(eq(memories.id, row.id), eq(memories.content, row.content)));
+  }
+}
+
+export interface MemoryVectorFilter {
+  persona: string;
+  model: string;
+  category?: string;
+  from?: Date;
+  to?: Date;
+}
+
+function vectorFilters(filter: MemoryVectorFilter) {
+  return and(
+    eq(memories.persona, filter.persona),
+    eq(memories.embeddingModel, filter.model),
+    isNotNull(memories.embedding),
+    filter.category === undefined ? undefined : eq(memories.category, filter.category),
+    filter.from === undefined ? undefined : gte(memories.createdAt, filter.from),
+    filter.to === undefined ? undefined : lt(memories.createdAt, filter.to),
+  );
+}
+
+/** Memories with their embeddings by `model`: those of `ids`, and the `recent` newest (to re-rank in the process). */
+export async function memoriesWithEmbeddings(
+  db: Queryable,
+  filter: MemoryVectorFilter,
+  options: { ids: readonly number[]; recent: number },
+): Promise<(MemoryRow & { embedding: number[] })[]> {
+  const recent = db.select({ id: memories.id }).from(memories).where(vectorFilters(filter)).orderBy(desc(memories.createdAt), desc(memories.id)).limit(options.recent);
+  return (await db
+    .select({ ...columns, embedding: memories.embedding })
+    .from(memories)
+    .where(and(vectorFilters(filter), or(inArray(memories.id, [...options.ids, -1]), inArray(memories.id, recent))))) as (MemoryRow & { embedding: number[] })[];
+}
+
+/** With pgvector: the memories nearest to `vector` (cosine), with their similarity. */
+export async function nearestMemories(db: Queryable, filter: MemoryVectorFilter, vector: readonly number[], limit: number): Promise<(MemoryRow & { similarity: number })[]> {
+  const distance = cosineDistance(memories.embedding, vector);
+  return db
+    .select({ ...columns, similarity: sql<number>`(1 - ${distance})::float8` })
+    .from(memories)
+    .where(and(vectorFilters(filter), hasDimensions(memories.embedding, vector.length)))
+    .orderBy(distance)
+    .limit(limit);
 }

@@ -11,6 +11,10 @@ export const QUEUES = {
   subagentPush: 'subagent-push',
   /** The oldest part of a conversation that left the history window, summarised once per step of the window. */
   conversationSummary: 'conversation-summary',
+  /** A knowledge source too large to ingest in the turn (knowledge_ingest): read, chunked and stored in a job. */
+  knowledgeIngest: 'knowledge-ingest',
+  /** Memories and knowledge chunks to embed (when an embedding endpoint is configured), a batch per job. */
+  embed: 'embed',
 } as const;
 
 export interface SubagentPushJobData {
@@ -34,4 +38,16 @@ export interface ReminderJobData {
 export interface CronJobData {
   persona: string;
   name: string;
+}
+
+export interface KnowledgeIngestJobData {
+  persona: string;
+  source: string;
+  /** The workspace file, read again by the job through the workspace's rules. */
+  path: string;
+}
+
+export interface EmbedJobData {
+  table: 'memories' | 'knowledge_chunks';
+  ids: number[];
 }
