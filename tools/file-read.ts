@@ -2,6 +2,7 @@ import { decodeText, numberedLine, OutputBudget, splitLines } from '#src/tools/t
 import type { Tool } from '#src/tools/types.ts';
 import type { WorkspaceRules } from '#src/tools/workspace.ts';
 import { isPdf, readWorkspaceFile } from '#src/tools/workspace-read.ts';
+import { pdfPages } from '#src/tools/pdf-text.ts';
 
 interface Args {
   path: string;
@@ -71,15 +72,7 @@ function showLines(given: string, lines: readonly string[], offset: number, limi
 
 /** A PDF's text as lines, each page opened by a `[page N of M]` line. */
 async function pdfLines(given: string, bytes: Buffer): Promise<string[]> {
-  // Loaded on the first PDF only: pdf.js is large.
-  const { extractText, getDocumentProxy } = await import('unpdf');
-  let pages: string[];
-  try {
-    const document = await getDocumentProxy(new Uint8Array(bytes), { verbosity: 0 });
-    pages = (await extractText(document, { mergePages: false })).text;
-  } catch (err) {
-    throw new Error(`"${given}" looks like a PDF but its text could not be read (${(err as Error).message.split('\n')[0]}); it may be damaged or encrypted`, { cause: err });
-  }
+  const pages = await pdfPages(given, bytes);
   if (pages.every((page) => page.trim() === '')) {
     throw new Error(`"${given}" is a PDF of ${pages.length} page(s) with no text in it (scanned images, perhaps); file_read cannot show images`);
   }

@@ -1,4 +1,5 @@
 import { decodeText } from '#src/tools/text-lines.ts';
+import { pdfPages } from '#src/tools/pdf-text.ts';
 import { isPdf } from '#src/tools/workspace-read.ts';
 
 /**
@@ -11,15 +12,7 @@ export async function documentText(given: string, bytes: Buffer): Promise<string
     if (text === undefined) throw new Error(`"${given}" is a binary file, not text, Markdown or a PDF`);
     return text;
   }
-  // Loaded on the first PDF only: pdf.js is large.
-  const { extractText, getDocumentProxy } = await import('unpdf');
-  let pages: string[];
-  try {
-    const document = await getDocumentProxy(new Uint8Array(bytes), { verbosity: 0 });
-    pages = (await extractText(document, { mergePages: false })).text;
-  } catch (err) {
-    throw new Error(`"${given}" looks like a PDF but its text could not be read (${(err as Error).message.split('\n')[0]}); it may be damaged or encrypted`, { cause: err });
-  }
+  const pages = await pdfPages(given, bytes);
   if (pages.every((page) => page.trim() === '')) throw new Error(`"${given}" is a PDF with no text in it (scanned images, perhaps)`);
   return pages.join('\n\n');
 }
