@@ -8,8 +8,7 @@ import { startApp } from '../../src/app.ts';
 import { parseSettings } from '../../src/config/env.ts';
 import { DEFAULT_HISTORY_BUDGET } from '../../src/agent/history.ts';
 import { SUMMARY_NOTE } from '../../src/agent/history-window.ts';
-import { SUMMARY_SYSTEM_PROMPT } from '../../src/jobs/conversation-summaries.ts';
-import { startFakeLlm, type RecordedRequest } from '../support/fake-llm.ts';
+import { startFakeLlm } from '../support/fake-llm.ts';
 import { createRecordingConnector } from '../support/recording-connector.ts';
 import { writePersonas } from '../support/harness.ts';
 import { createBenchDatabase, percentile } from './support.ts';
@@ -48,8 +47,8 @@ async function main() {
 
   const rand = random(16);
   let turn = 0;
+  fake.setSummaries(() => ({ text: `The person and the persona talked about ${text(rand, 600, 1500)}.` }));
   fake.setDefault((req) => {
-    if (req.system === SUMMARY_SYSTEM_PROMPT) return { text: `The person and the persona talked about ${text(rand, 600, 1500)}.` };
     // About one turn in six looks at the clock before answering.
     const last = req.body.messages.at(-1);
     if (last.role === 'user' && turn % 6 === 5) return { toolCalls: [{ name: 'clock', arguments: { timezone: 'UTC' } }] };
@@ -67,8 +66,8 @@ async function main() {
   }
   const elapsed = performance.now() - started;
 
-  const requests = fake.requests.filter((r: RecordedRequest) => r.system !== SUMMARY_SYSTEM_PROMPT);
-  const summaries = fake.requests.length - requests.length;
+  const requests = fake.requests;
+  const summaries = fake.summaries.length;
   const shares: number[] = [];
   for (let i = 1; i < requests.length; i++) {
     const previous = JSON.stringify(requests[i - 1].body);

@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pino from 'pino';
 import { sql } from 'drizzle-orm';
 import { SUMMARY_NOTE } from '../../src/agent/history-window.ts';
-import { createConversationSummaries, SUMMARY_SYSTEM_PROMPT } from '../../src/jobs/conversation-summaries.ts';
-import type { RecordedRequest } from '../support/fake-llm.ts';
+import { createConversationSummaries } from '../../src/jobs/conversation-summaries.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 import { until } from '../support/until.ts';
 
@@ -13,14 +12,14 @@ const BUDGET = { maxMessages: 20, maxChars: 6_000 };
 
 beforeAll(async () => {
   h = await startHarness({ app: { history: BUDGET } });
-  h.fake.setDefault((req) => (req.system === SUMMARY_SYSTEM_PROMPT ? { text: `summary number ${++summaries}` } : { text: `reply to ${req.lastUserText}`.padEnd(120, '.') }));
+  h.fake.setSummaries(() => ({ text: `summary number ${++summaries}` }));
+  h.fake.setDefault((req) => ({ text: `reply to ${req.lastUserText}`.padEnd(120, '.') }));
 });
 afterAll(async () => {
   await h?.stop();
 });
 
 const ID = 'testy:chat:u1';
-const isSummary = (r: RecordedRequest) => r.system === SUMMARY_SYSTEM_PROMPT;
 
 async function summaryJobsSettled() {
   await until(async () => {
@@ -41,7 +40,7 @@ async function exchange(text: string) {
 describe('a conversation longer than its window', () => {
   it('moves its window in steps, summarised once per step, and the next turns carry the summary', async () => {
     for (let i = 0; i < 30; i++) await exchange(`message ${i} `.padEnd(100, 'x'));
-    const turns = h.fake.requests.filter((r) => !isSummary(r)).map((r) => r.body.messages.slice(1) as { role: string; content: string }[]);
+    const turns = h.fake.requests.map((r) => r.body.messages.slice(1) as { role: string; content: string }[]);
     // Each request holds the one before it, with the reply and the new message added; except at a step.
     let steps = 0;
     for (let i = 1; i < turns.length; i++) {
@@ -52,7 +51,7 @@ describe('a conversation longer than its window', () => {
         expect(turns[i][0].content).toBe(`${SUMMARY_NOTE}\nsummary number ${steps}`);
       }
     }
-    const summaryRequests = h.fake.requests.filter(isSummary);
+    const summaryRequests = h.fake.summaries;
     expect(steps).toBeGreaterThanOrEqual(3);
     expect(steps).toBeLessThanOrEqual(10);
     // Exactly one summary per step: not one per turn.
@@ -73,7 +72,7 @@ describe('a conversation longer than its window', () => {
     await h.chat.inject({ text: '/new' });
     await until(async () => (await h.query(sql`select 1 from conversation_summaries where conversation_id = ${ID}`)).length === 0);
     h.fake.reset();
-    h.fake.setDefault((req) => ({ text: isSummary(req) ? 'unexpected summary' : 'fresh' }));
+    h.fake.setDefault(() => ({ text: 'fresh' }));
     await exchange('hello again');
     expect(h.fake.requests).toHaveLength(1);
     expect(h.fake.requests[0].body.messages.slice(1)).toEqual([{ role: 'user', content: 'hello again' }]);

@@ -8,6 +8,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
+import { SUMMARY_SYSTEM_PROMPT } from '../../src/jobs/conversation-summaries.ts';
 
 export interface FakeToolCall {
   id?: string;
@@ -54,8 +55,15 @@ export interface FakeLlm {
   openaiBaseUrl: string;
   anthropicBaseUrl: string;
   requests: RecordedRequest[];
+  /**
+   * The conversation-summary job's requests: answered by `setSummaries`' handler (a short canned summary by
+   * default), never from the script, and kept apart from `requests`, so that a summary running in the background at
+   * any moment takes no test's scripted reply and counts in no test's requests.
+   */
+  summaries: RecordedRequest[];
   script(...replies: Array<FakeReply | FakeHandler>): void;
   setDefault(handler: FakeHandler): void;
+  setSummaries(handler: FakeHandler): void;
   waitForRequests(n: number, timeoutMs?: number): Promise<RecordedRequest[]>;
   reset(): void;
   close(): Promise<void>;
@@ -66,6 +74,7 @@ interface Call { id: string; name: string; args: string }
 interface Usage { input: number; output: number; cacheRead?: number; cacheWrite?: number }
 
 const echo: FakeHandler = (req) => ({ text: `echo: ${req.lastUserText}` });
+const cannedSummary: FakeHandler = (req) => ({ text: `Summary of ${req.body?.messages?.length ?? 0} messages.` });
 const rid = (prefix: string) => prefix + randomUUID().replace(/-/g, '').slice(0, 24);
 // Any non-zero number will do; ~4 chars per token keeps it plausible.
 const rough = (s: string) => Math.max(1, Math.ceil(s.length / 4));
@@ -237,6 +246,8 @@ const MODELS = {
 
 export async function startFakeLlm(): Promise<FakeLlm> {
   const requests: RecordedRequest[] = [];
+  const summaries: RecordedRequest[] = [];
+  let summarise: FakeHandler = cannedSummary;
   const queue: Array<FakeReply | FakeHandler> = [];
   const waiters = new Set<{ n: number; done: (r: RecordedRequest[]) => void }>();
   const timers = new Set<NodeJS.Timeout>();
@@ -266,10 +277,14 @@ export async function startFakeLlm(): Promise<FakeLlm> {
       return sendError(res, api, 400, 'fake-llm: request body is not valid JSON');
     }
     const rec = record(api, path, req.headers, body);
-    requests.push(rec);
-    notify();
+    const isSummary = rec.system === SUMMARY_SYSTEM_PROMPT;
+    if (isSummary) summaries.push(rec);
+    else {
+      requests.push(rec);
+      notify();
+    }
 
-    const entry = queue.shift() ?? fallback;
+    const entry = isSummary ? summarise : (queue.shift() ?? fallback);
     let reply: FakeReply;
     try { reply = typeof entry === 'function' ? await entry(rec) : entry; } catch (e) {
       // Surface handler bugs to the client instead of leaving the request hanging.
@@ -311,8 +326,10 @@ export async function startFakeLlm(): Promise<FakeLlm> {
     openaiBaseUrl: `${origin}/v1`,
     anthropicBaseUrl: origin,
     requests,
+    summaries,
     script: (...replies) => { queue.push(...replies); },
     setDefault: (handler) => { fallback = handler; },
+    setSummaries: (handler) => { summarise = handler; },
     waitForRequests(n, timeoutMs = 5000) {
       if (requests.length >= n) return Promise.resolve(requests.slice());
       return new Promise((resolve, reject) => {
@@ -328,7 +345,9 @@ export async function startFakeLlm(): Promise<FakeLlm> {
     reset() {
       queue.length = 0;
       requests.length = 0; // in place, so callers holding `fake.requests` see the reset
+      summaries.length = 0;
       fallback = echo;
+      summarise = cannedSummary;
     },
     async close() {
       if (closed) return;
