@@ -97,7 +97,7 @@ export function createWebFetchTool(options: WebFetchOptions = {}): Tool<Args> {
           return fetchError(url, err);
         }
         if (response.status >= 400) return httpError(response);
-        const page = response.body && pageText(response.body, response.contentType, response.contentTypeHeader, response.url);
+        const page = response.body && (await pageText(response.body, response.contentType, response.contentTypeHeader, response.url));
         if (!page) {
           const size = `${response.cut ? 'more than ' : ''}${bytes(response.size)}`;
           return `error: not supported: ${response.contentType || 'unknown type'}, ${size}. web_fetch reads HTML, text, Markdown and JSON; nothing of this was read.`;
@@ -158,11 +158,11 @@ const STATUS_HINTS: [(status: number) => boolean, string][] = [
   [(s) => s >= 500, 'The site has a problem; try again later, or another source.'],
 ];
 
-function httpError(response: FetchedResponse): string {
+async function httpError(response: FetchedResponse): Promise<string> {
   const hint = STATUS_HINTS.find(([match]) => match(response.status))?.[1] ?? 'The fetch failed.';
   const status = `${response.status}${response.statusText ? ` ${response.statusText}` : ''}`;
   const head = `error: fetch failed: ${response.url} answered ${status}. ${hint}`;
-  const text = response.body && pageText(response.body, response.contentType, response.contentTypeHeader, response.url)?.text.trim();
+  const text = response.body && (await pageText(response.body, response.contentType, response.contentTypeHeader, response.url))?.text.trim();
   if (!text) return head;
   const excerpt = text.length > 500 ? `${text.slice(0, 500)}…` : text;
   return `${head}\nThe start of its answer:\n${wrapUntrusted(response.url, excerpt)}`;

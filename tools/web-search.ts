@@ -1,4 +1,3 @@
-import * as cheerio from 'cheerio';
 import type { Tool } from '#src/tools/types.ts';
 import { SearchFailed, type SearchProvider, type SearchResult } from '#src/tools/web/search.ts';
 import { wrapUntrusted } from '#src/tools/web/untrusted.ts';
@@ -45,20 +44,24 @@ export function createWebSearchTool(deps: { provider?: SearchProvider }): Tool<A
       }
       const quoted = JSON.stringify(query);
       if (results.length === 0) return `No results for ${quoted} from ${provider.name}. Try other or fewer words.`;
-      const list = results.slice(0, count).map((r, i) => formatResult(r, i + 1)).join('\n');
+      // cheerio (with what it brings) loads with the first results, not with every parlor command.
+      const { load } = await import('cheerio');
+      const list = results.slice(0, count).map((r, i) => formatResult(r, i + 1, load)).join('\n');
       const shown = Math.min(results.length, count);
       return `${shown} result${shown === 1 ? '' : 's'} for ${quoted} from ${provider.name}:\n${wrapUntrusted(`web_search:${provider.name}`, list)}\nRead a page in full with web_fetch.`;
     },
   };
 }
 
-function formatResult(result: SearchResult, n: number): string {
-  const title = plain(result.title) || result.url;
-  const snippet = plain(result.snippet);
+type Load = typeof import('cheerio').load;
+
+function formatResult(result: SearchResult, n: number, load: Load): string {
+  const title = plain(result.title, load) || result.url;
+  const snippet = plain(result.snippet, load);
   return `${n}. ${title}\n   ${result.url.replace(/\s/g, '')}${snippet ? `\n   ${snippet}` : ''}`;
 }
 
 /** A snippet as text: tags gone (Brave marks matches with <strong>), entities decoded, on one line. */
-function plain(html: string): string {
-  return cheerio.load(html, null, false).text().replace(/\s+/g, ' ').trim();
+function plain(html: string, load: Load): string {
+  return load(html, null, false).text().replace(/\s+/g, ' ').trim();
 }

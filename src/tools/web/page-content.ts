@@ -1,5 +1,3 @@
-import { htmlToMarkdown } from './html-to-markdown.ts';
-
 export type ContentKind = 'html' | 'json' | 'text';
 
 const TEXT_TYPES = new Set([
@@ -46,13 +44,17 @@ export interface PageText {
   text: string;
 }
 
-/** The readable text of a body: HTML as Markdown, JSON pretty-printed, text as it is; undefined when not readable. */
-export function pageText(body: Buffer, contentType: string, contentTypeHeader: string | undefined, url: string): PageText | undefined {
+/**
+ * The readable text of a body: HTML as Markdown, JSON pretty-printed, text as it is; undefined when not readable.
+ * The HTML converter (cheerio, turndown and what they bring) loads with the first page, not with every parlor command.
+ */
+export async function pageText(body: Buffer, contentType: string, contentTypeHeader: string | undefined, url: string): Promise<PageText | undefined> {
   const declared = contentKind(contentType);
   const kind = declared === 'sniff' ? sniff(body) : declared;
   if (!kind) return undefined;
   const text = decodeText(body, contentTypeHeader, kind);
   if (kind === 'html') {
+    const { htmlToMarkdown } = await import('./html-to-markdown.ts');
     const { title, markdown } = htmlToMarkdown(text, url);
     return { kind, title, text: markdown };
   }
