@@ -1,23 +1,11 @@
 // The `parlor` command line.
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import pino from 'pino';
 import { CONNECTOR_IDS, CONNECTORS } from '#connectors/registry.ts';
-import { createBuiltinTools } from '#tools/index.ts';
-import { chat } from '#src/cli/chat.ts';
-import { init, type InitValues } from '#src/cli/init.ts';
-import { conversations, log } from '#src/cli/inspect.ts';
-import { start } from '#src/cli/start.ts';
+import type { InitValues } from '#src/cli/init.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
-import { ProcessRegistry } from '#src/tools/processes.ts';
-import { searchProviderFromSettings } from '#src/tools/web/search.ts';
-import { DatabaseUnavailableError } from '#src/db/client.ts';
-import { EmbeddedPostgresError } from '#src/db/embedded-postgres.ts';
-import { createLogger } from '#src/log.ts';
-import { runDoctor } from '#src/doctor.ts';
-import { MemoryRegistry } from '#src/memory/store.ts';
-import { runMigrate } from '#src/cli/migrate.ts';
+import { DatabaseUnavailableError, EmbeddedPostgresError } from '#src/db/embedded-postgres-error.ts';
 
 interface Command {
   summary: string;
@@ -59,7 +47,7 @@ its input piped, it asks nothing.
       yes: { type: 'boolean', short: 'y' },
     },
     positional: 'name',
-    run: (settings, values) => init(settings, values as InitValues),
+    run: async (settings, values) => (await import('#src/cli/init.ts')).init(settings, values as InitValues),
   },
   start: {
     summary: 'run Parlor: connectors, HTTP server and turn workers',
@@ -70,7 +58,7 @@ Runs Parlor until Ctrl-C: the platform connectors whose tokens are set, the HTTP
   --role worker   turn jobs only, no connectors and no HTTP server; add it beside another process on the same database
 `,
     options: { role: { type: 'string', default: 'all' } },
-    run: (settings, values) => start(settings, values as { role: string }),
+    run: async (settings, values) => (await import('#src/cli/start.ts')).start(settings, values as { role: string }),
   },
   chat: {
     summary: 'talk to a persona in this terminal (pipe lines in to script it)',
@@ -81,7 +69,7 @@ message per line, each answered before the next is sent.
   --persona NAME  the persona to talk to (default: the one marked "default", then "assistant", then the first)
 `,
     options: { persona: { type: 'string' } },
-    run: (settings, values) => chat(settings, values as { persona?: string }),
+    run: async (settings, values) => (await import('#src/cli/chat.ts')).chat(settings, values as { persona?: string }),
   },
   conversations: {
     summary: 'list conversations: persona, connector, last activity, messages and turns',
@@ -92,7 +80,7 @@ Lists conversations, most recently active first.
   --limit N       at most N (default 50)
 `,
     options: { persona: { type: 'string' }, limit: { type: 'string' } },
-    run: (settings, values) => conversations(settings, values as { persona?: string; limit?: string }),
+    run: async (settings, values) => (await import('#src/cli/inspect.ts')).conversations(settings, values as { persona?: string; limit?: string }),
   },
   log: {
     summary: "show a conversation's transcript (tool calls folded)",
@@ -105,7 +93,7 @@ a line each. The ids come from parlor conversations (e.g. assistant:terminal:ass
 `,
     options: { limit: { type: 'string' }, full: { type: 'boolean' } },
     positional: 'conversation',
-    run: (settings, values) => log(settings, values as { conversation?: string; limit?: string; full?: boolean }),
+    run: async (settings, values) => (await import('#src/cli/inspect.ts')).log(settings, values as { conversation?: string; limit?: string; full?: boolean }),
   },
   migrate: {
     summary: 'apply database migrations and exit',
@@ -115,7 +103,10 @@ Applies pending database migrations to DATABASE_URL (or the embedded Postgres) a
 boot too.
 `,
     options: {},
-    run: (settings) => runMigrate(settings, createLogger({ level: settings.logLevel, stream: 'stderr', file: settings.logFile })),
+    run: async (settings) => {
+      const [{ runMigrate }, { createLogger }] = await Promise.all([import('#src/cli/migrate.ts'), import('#src/log.ts')]);
+      return runMigrate(settings, createLogger({ level: settings.logLevel, stream: 'stderr', file: settings.logFile }));
+    },
   },
   doctor: {
     summary: 'check configuration, database, model endpoint and connector tokens',
@@ -125,8 +116,16 @@ Checks each part a running Parlor needs (personas, database, model endpoint, con
 approvals) and says how to fix what is wrong. Exits 1 if a check fails.
 `,
     options: {},
-    run: (settings) =>
-      runDoctor(settings, process.stdout, {
+    run: async (settings) => {
+      const [{ runDoctor }, { createBuiltinTools }, { ProcessRegistry }, { searchProviderFromSettings }, { MemoryRegistry }, { default: pino }] = await Promise.all([
+        import('#src/doctor.ts'),
+        import('#tools/index.ts'),
+        import('#src/tools/processes.ts'),
+        import('#src/tools/web/search.ts'),
+        import('#src/memory/store.ts'),
+        import('pino'),
+      ]);
+      return runDoctor(settings, process.stdout, {
         // The whole tool set, so that doctor checks every name a persona's tools.jsonc may use.
         tools: createBuiltinTools({
           timezone: settings.timezone,
@@ -136,7 +135,8 @@ approvals) and says how to fix what is wrong. Exits 1 if a check fails.
         }),
         connectors: CONNECTORS,
         connectorIds: CONNECTOR_IDS,
-      }),
+      });
+    },
   },
 };
 

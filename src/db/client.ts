@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
+import { DatabaseUnavailableError } from './embedded-postgres-error.ts';
 import * as schema from './schema.ts';
 
 export type Db = PostgresJsDatabase<typeof schema>;
@@ -20,9 +21,7 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export class DatabaseUnavailableError extends Error {
-  override name = 'DatabaseUnavailableError';
-}
+export { DatabaseUnavailableError };
 
 /**
  * Every connection of a pool carries one name, so processes sharing a database can see each other (and whether the

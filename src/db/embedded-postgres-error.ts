@@ -2,3 +2,8 @@
 export class EmbeddedPostgresError extends Error {
   override name = 'EmbeddedPostgresError';
 }
+
+/** The database cannot be reached or used; the CLI prints the message without a stack. */
+export class DatabaseUnavailableError extends Error {
+  override name = 'DatabaseUnavailableError';
+}
