@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNotNull, isNull, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, or, sql } from 'drizzle-orm';
 import type { Db, Queryable } from './client.ts';
 import { knowledgeChunks, knowledgeSources } from './schema.ts';
 import { textRank, withWordSimilarity } from './text-rank.ts';
@@ -99,6 +99,17 @@ export async function chunksToEmbed(db: Queryable, ids: readonly number[], model
     .select({ id: knowledgeChunks.id, content: knowledgeChunks.content })
     .from(knowledgeChunks)
     .where(and(inArray(knowledgeChunks.id, [...ids]), or(isNull(knowledgeChunks.embedding), sql`${knowledgeChunks.embeddingModel} is distinct from ${model}`)));
+}
+
+/** Ids of chunks (of every persona) past `afterId` with no embedding by `model`, in id order: the backfill's page. */
+export async function chunksNotEmbedded(db: Queryable, model: string, afterId: number, limit: number): Promise<number[]> {
+  const rows = await db
+    .select({ id: knowledgeChunks.id })
+    .from(knowledgeChunks)
+    .where(and(gt(knowledgeChunks.id, afterId), or(isNull(knowledgeChunks.embedding), sql`${knowledgeChunks.embeddingModel} is distinct from ${model}`)))
+    .orderBy(asc(knowledgeChunks.id))
+    .limit(limit);
+  return rows.map((r) => r.id);
 }
 
 /** Chunks are never edited (a re-ingest makes new rows), so an embedding is stored by id alone. */

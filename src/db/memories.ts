@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gte, inArray, isNotNull, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, or, sql } from 'drizzle-orm';
 import type { Db, Queryable } from './client.ts';
 import { memories } from './schema.ts';
 import { queryWords, textRank, withWordSimilarity } from './text-rank.ts';
@@ -107,6 +107,17 @@ export async function memoriesToEmbed(db: Queryable, ids: readonly number[], mod
     .select({ id: memories.id, content: memories.content })
     .from(memories)
     .where(and(inArray(memories.id, [...ids]), or(isNull(memories.embedding), sql`${memories.embeddingModel} is distinct from ${model}`)));
+}
+
+/** Ids of memories (of every persona) past `afterId` with no embedding by `model`, in id order: the backfill's page. */
+export async function memoriesNotEmbedded(db: Queryable, model: string, afterId: number, limit: number): Promise<number[]> {
+  const rows = await db
+    .select({ id: memories.id })
+    .from(memories)
+    .where(and(gt(memories.id, afterId), or(isNull(memories.embedding), sql`${memories.embeddingModel} is distinct from ${model}`)))
+    .orderBy(asc(memories.id))
+    .limit(limit);
+  return rows.map((r) => r.id);
 }
 
 /** Stores each embedding unless the memory changed since its text was read (then the job of that change embeds it). */
