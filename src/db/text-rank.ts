@@ -46,7 +46,10 @@ export function textRank(input: TextRankInput): TextRank | undefined {
     names.flatMap((w) => input.texts.map((text) => sql`word_similarity(${w}, ${text})`)),
     sql`, `,
   )})`;
-  const trigramScore = names.length ? sql`case when ${similarity} > ${WORD_SIMILARITY_THRESHOLD}::float8 then ${similarity} * 0.5 else 0 end` : sql`0`;
+  // A scalar subquery, so each row's similarities are computed once, not once for the test and again for the score.
+  const trigramScore = names.length
+    ? sql`(select case when s > ${WORD_SIMILARITY_THRESHOLD}::float8 then s * 0.5 else 0 end from (select ${similarity} as s) as best)`
+    : sql`0`;
   const weights = input.weights ? sql`${sql.raw(`'{${input.weights.join(',')}}'::float4[]`)}, ` : sql``;
   const score = sql`(
     ts_rank_cd(${weights}${input.search}, ${anyWord}, 32)
