@@ -197,10 +197,11 @@ describe('reply_to_origin', () => {
 
 describe('across restarts and processes', () => {
   it('a reminder due while Parlor is down fires once when it is back, marked as late', async () => {
-    await ask('remind', { action: 'remind', name: 'while-down', prompt: 'water the plants', in_seconds: 1 });
-    // Stop the app's workers (as if it were down), let the time pass, and pretend it was due two hours ago.
-    const peer = await h.startPeer({ worker: false });
+    await ask('remind', { action: 'remind', name: 'while-down', prompt: 'water the plants', in_seconds: 5 });
+    // Stop the app's workers (as if it were down) before it is due, let the time pass, and pretend it was due two
+    // hours ago.
     await h.app.scheduler.stop();
+    const peer = await h.startPeer({ worker: false });
     await h.query(sql`update reminders set due_at = now() - interval '2 hours' where name = 'while-down'`);
     await sleep(1500);
     expect(fired()).toHaveLength(0);
