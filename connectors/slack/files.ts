@@ -1,15 +1,10 @@
 // Files people share, fetched for the core after the commit, and what files.uploadV2 answers.
-import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import fs from 'node:fs/promises';
 import path from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import type { webApi } from '@slack/bolt';
 import type { Attachment } from '#src/connector.ts';
+import { saveDownload } from '../shared/download.ts';
 import { toPlatformError } from './web-api.ts';
 
-const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
 
 /** Saves a shared file into `directory` (files.info for its private URL, fetched with the bot token). */
 export async function downloadFile(
@@ -25,22 +20,9 @@ export async function downloadFile(
   }
   const url: string | undefined = info.file?.url_private_download ?? info.file?.url_private;
   if (!url) throw new Error('Slack gave no download URL for the file');
-  const signal = AbortSignal.any([deps.signal, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
+  const name = uploadName(attachment.name ?? info.file?.name ?? attachment.type, attachment.fileId!);
   // The bot token is sent only to Slack's own file host or the configured API's host.
-  const response = await fetch(url, { headers: trustedHost(url, deps.apiUrl) ? { authorization: `Bearer ${deps.botToken}` } : {}, signal });
-  if (!response.ok || !response.body) throw new Error(`file download answered HTTP ${response.status}`);
-  await fs.mkdir(directory, { recursive: true });
-  const target = path.join(directory, uploadName(attachment.name ?? info.file?.name ?? attachment.type, attachment.fileId!));
-  // Streamed to a hidden name, then renamed: a half-written file never looks like a finished one.
-  const partial = path.join(directory, `.${path.basename(target)}.${randomBytes(4).toString('hex')}.part`);
-  try {
-    await pipeline(Readable.fromWeb(response.body as never), createWriteStream(partial), { signal });
-    await fs.rename(partial, target);
-  } catch (err) {
-    await fs.rm(partial, { force: true });
-    throw err;
-  }
-  return target;
+  return saveDownload(url, { directory, name }, deps.signal, trustedHost(url, deps.apiUrl) ? { authorization: `Bearer ${deps.botToken}` } : {});
 }
 
 /** The ts of the message files.uploadV2 shared the file in (what an edit or a reaction names). */

@@ -1,9 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
-import fs from 'node:fs/promises';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import path from 'node:path';
-import { Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
 import { autoRetry } from '@grammyjs/auto-retry';
 import { Api, GrammyError, HttpError, InputFile } from 'grammy';
 import type { Update } from 'grammy/types';
@@ -21,6 +17,7 @@ import {
 } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { keepConnecting as reconnect } from '../shared/reconnect.ts';
+import { saveDownload } from '../shared/download.ts';
 import { CAPTION_LIMIT, formatForTelegram, splitText, TEXT_LIMIT } from './format.ts';
 import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { pollUpdates } from './polling.ts';
@@ -52,8 +49,6 @@ const REACTION_EMOJI = new Set(
   '👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤‍🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨‍💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷‍♂ 🤷 🤷‍♀ 😡'.split(' '),
 );
 
-/** Downloads that take longer than this are abandoned (the file is recorded as not downloaded). */
-const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
 
 /** grammY's Bot API client as Parlor uses it. */
 export function createTelegramApi(token: string, apiRoot?: string): Api {
@@ -313,23 +308,8 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     async download(attachment, directory) {
       const file = await api.getFile(attachment.fileId!);
       if (!file.file_path) throw new Error('Telegram gave no file path');
-      const signal = AbortSignal.any([stopper.signal, AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS)]);
-      const response = await fetch(`${options.apiRoot ?? 'https://api.telegram.org'}/file/bot${options.token}/${file.file_path}`, { signal });
-      if (!response.ok || !response.body) throw new Error(`file download answered HTTP ${response.status}`);
-      // `directory` is a folder of Parlor's own that no command sees; the core moves the finished file into the
-      // workspace, through the one helper that never writes through a symlink a command put there.
-      await fs.mkdir(directory, { recursive: true });
-      const target = path.join(directory, uploadName(attachment, file.file_path));
-      // Streamed to a hidden name, then renamed: a half-written file never looks like a finished one.
-      const partial = path.join(directory, `.${path.basename(target)}.${randomBytes(4).toString('hex')}.part`);
-      try {
-        await pipeline(Readable.fromWeb(response.body as never), createWriteStream(partial), { signal });
-        await fs.rename(partial, target);
-      } catch (err) {
-        await fs.rm(partial, { force: true });
-        throw err;
-      }
-      return target;
+      const url = `${options.apiRoot ?? 'https://api.telegram.org'}/file/bot${options.token}/${file.file_path}`;
+      return saveDownload(url, { directory, name: uploadName(attachment, file.file_path) }, stopper.signal);
     },
 
     async typing(chat, thread) {
