@@ -125,8 +125,9 @@ describe('a connector whose threads the bot posts in become the persona\'s', () 
 
   it('an answer typed in the thread while the bot is still posting there continues the conversation', async () => {
     await h.chat.inject({ text: '@testy deploy it', chat: { id: 'g1', type: 'group', thread: 't9' }, mentioned: true, messageId: 'm-t9' });
-    // The reply is on its way (the platform takes a second): the thread is the persona's already.
-    await until(async () => (await h.query(sql`select 1 from outbound_messages where chat = 'g1' and status = 'sending'`)).length === 1, 'the reply to be on its way');
+    // The reply is on its way (the platform takes a second): the thread is the persona's before the send begins.
+    await until(async () => (await h.query(sql`select 1 from conversation_threads where chat = 'g1' and thread = 't9'`)).length === 1, 'the thread to be the persona\'s');
+    expect(await h.query(sql`select 1 from outbound_messages where chat = 'g1' and status = 'sending'`)).toHaveLength(1);
     const followUp = await h.chat.inject({ text: 'and to staging', chat: { id: 'g1', type: 'group', thread: 't9' } });
     expect(followUp).toEqual({ status: 'queued', conversationId: 'testy:chat:g1:t9' });
     await h.chat.waitForSent(2);
