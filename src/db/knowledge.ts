@@ -1,7 +1,7 @@
 import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, or, sql } from 'drizzle-orm';
 import type { Db, Queryable } from './client.ts';
 import { knowledgeChunks, knowledgeSources } from './schema.ts';
-import { textRank, withWordSimilarity } from './text-rank.ts';
+import { textRank, withOwnPlans, type TextQuery } from './text-rank.ts';
 import { cosineDistance, hasDimensions } from './vectors.ts';
 
 export type KnowledgeSourceRow = typeof knowledgeSources.$inferSelect;
@@ -15,8 +15,6 @@ export interface KnowledgeChunkRow {
 }
 
 const chunkColumns = { id: knowledgeChunks.id, source: knowledgeChunks.source, chunk: knowledgeChunks.chunk, content: knowledgeChunks.content };
-/** Rows inserted per statement: well below Postgres's 65,535 parameters. */
-const INSERT_BATCH = 500;
 
 /** The source is being ingested (its chunks, if any, stay searchable until the new ones replace them). */
 export async function markSourceIngesting(db: Queryable, row: { persona: string; source: string; path: string | null }): Promise<void> {
@@ -47,11 +45,14 @@ export async function replaceSourceChunks(
         set: { path: row.path, state: 'ready', error: null, chunks: row.chunks.length, updatedAt: sql`now()` },
       });
     await tx.delete(knowledgeChunks).where(and(eq(knowledgeChunks.persona, row.persona), eq(knowledgeChunks.source, row.source)));
-    const ids: number[] = [];
-    for (let start = 0; start < row.chunks.length; start += INSERT_BATCH) {
-      const values = row.chunks.slice(start, start + INSERT_BATCH).map((content, i) => ({ persona: row.persona, source: row.source, chunk: start + i, content }));
-      ids.push(...(await tx.insert(knowledgeChunks).values(values).returning({ id: knowledgeChunks.id })).map((r) => r.id));
-    }
+    // One statement with one parameter however long the document: its words reach recall's vocabulary in one
+    // insert, in word order (a trigger), so an ingest and a memory written at the same time cannot deadlock there.
+    const inserted = await tx.execute<{ id: string | number; chunk: number }>(sql`
+      insert into ${knowledgeChunks} (persona, source, chunk, content)
+      select ${row.persona}, ${row.source}, (part.n - 1)::int, part.content
+      from json_array_elements_text(${JSON.stringify(row.chunks)}::json) with ordinality as part(content, n)
+      returning id, chunk`);
+    const ids = [...inserted].sort((a, b) => a.chunk - b.chunk).map((r) => Number(r.id));
     await after?.(tx, ids);
     return ids;
   });
@@ -74,15 +75,11 @@ const CHUNK_BASE_SCORE = 0.2;
 /** The tsvector has no weights (all D): the content counts as a memory's content (B) does. */
 const CHUNK_WEIGHTS = [0.4, 0.2, 0.4, 1.0] as const;
 
-/** The persona's chunks ranked for `query` as memories are (full text, then trigram for names and typos). */
-export async function searchChunks(
-  db: Db,
-  search: { persona: string; query: string; limit: number; trigram: boolean },
-): Promise<(KnowledgeChunkRow & { score: number })[]> {
-  const rank = textRank({ search: knowledgeChunks.search, texts: [knowledgeChunks.content], query: search.query, trigram: search.trigram, weights: CHUNK_WEIGHTS });
-  if (!rank) return [];
+/** The persona's chunks ranked for the query as memories are (full text, and the names a misspelt word stands for). */
+export async function searchChunks(db: Db, search: { persona: string; text: TextQuery; limit: number }): Promise<(KnowledgeChunkRow & { score: number })[]> {
+  const rank = textRank({ search: knowledgeChunks.search, text: search.text, weights: CHUNK_WEIGHTS });
   const score = sql<number>`(${rank.score} + ${CHUNK_BASE_SCORE})::float8`;
-  return withWordSimilarity(db, rank.names, (tx) =>
+  return withOwnPlans(db, {}, (tx) =>
     tx
       .select({ ...chunkColumns, score })
       .from(knowledgeChunks)

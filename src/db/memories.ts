@@ -1,7 +1,7 @@
-import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, or, sql } from 'drizzle-orm';
+import { and, asc, desc, eq, gt, gte, inArray, isNotNull, isNull, lt, or, sql, type SQL } from 'drizzle-orm';
 import type { Db, Queryable } from './client.ts';
 import { memories } from './schema.ts';
-import { queryWords, textRank, withWordSimilarity } from './text-rank.ts';
+import { textRank, withOwnPlans, type TextQuery } from './text-rank.ts';
 import { cosineDistance, hasDimensions } from './vectors.ts';
 
 export type MemoryRow = Omit<typeof memories.$inferSelect, 'search' | 'embedding' | 'embeddingModel'>;
@@ -49,15 +49,13 @@ export async function deleteMemory(db: Queryable, persona: string, id: number): 
 
 export interface MemorySearch {
   persona: string;
-  /** Free text; without it, the most important and recent memories. */
-  query?: string;
+  /** The query (textQuery); without it, the most important and recent memories. */
+  text?: TextQuery;
   category?: string;
   /** Only memories written in [from, to). */
   from?: Date;
   to?: Date;
   limit: number;
-  /** pg_trgm is installed: words of the query also match names and typos by trigram similarity. */
-  trigram: boolean;
 }
 
 const ageDays = sql`extract(epoch from (now() - ${memories.createdAt})) / 86400.0`;
@@ -65,10 +63,10 @@ const ageDays = sql`extract(epoch from (now() - ${memories.createdAt})) / 86400.
 const importanceAndRecency = sql`(${memories.importance} * 0.02 + 0.1 / (1 + ${ageDays} / 30))`;
 
 /**
- * The persona's memories ranked for `query`: full-text rank over any of its words (category above content), a bonus
- * when every word is there and a larger one for the exact phrase, the best trigram similarity of its name-like
- * words, and a little for importance and recency. Without a query: by importance and recency (in a date range,
- * in the order they were written).
+ * The persona's memories ranked for the query: full-text rank over any of its words (category above content), a
+ * bonus when every word is there and a larger one for the exact phrase, the best name-like term found, and a little
+ * for importance and recency. Without a query: by importance and recency (in a date range, in the order they were
+ * written).
  */
 export async function searchMemories(db: Db, search: MemorySearch): Promise<RankedMemoryRow[]> {
   const filters = and(
@@ -77,20 +75,20 @@ export async function searchMemories(db: Db, search: MemorySearch): Promise<Rank
     search.from === undefined ? undefined : gte(memories.createdAt, search.from),
     search.to === undefined ? undefined : lt(memories.createdAt, search.to),
   );
-  if (!queryWords(search.query ?? '').length) {
-    const ranged = search.from !== undefined || search.to !== undefined;
-    const score = sql<number>`(${memories.importance} + 3.0 / (1 + ${ageDays} / 7))::float8`;
-    return db
-      .select({ ...columns, score })
-      .from(memories)
-      .where(filters)
-      .orderBy(...(ranged ? [asc(memories.createdAt), asc(memories.id)] : [desc(score), desc(memories.id)]))
-      .limit(search.limit);
+  if (!search.text) {
+    if (search.from !== undefined || search.to !== undefined) {
+      return db
+        .select({ ...columns, score: sql<number>`0::float8` })
+        .from(memories)
+        .where(filters)
+        .orderBy(asc(memories.createdAt), asc(memories.id))
+        .limit(search.limit);
+    }
+    return mostImportantAndRecent(db, filters, search.limit);
   }
-  // A name in the category counts as well as one in the content (only the content has a trigram index).
-  const rank = textRank({ search: memories.search, texts: [memories.content, memories.category], query: search.query!, trigram: search.trigram })!;
+  const rank = textRank({ search: memories.search, text: search.text });
   const score = sql<number>`(${rank.score} + ${importanceAndRecency})::float8`;
-  return withWordSimilarity(db, rank.names, (tx) =>
+  return withOwnPlans(db, {}, (tx) =>
     tx
       .select({ ...columns, score })
       .from(memories)
@@ -98,6 +96,29 @@ export async function searchMemories(db: Db, search: MemorySearch): Promise<Rank
       .orderBy(desc(score), desc(memories.id))
       .limit(search.limit),
   );
+}
+
+/**
+ * By importance, and by recency within it: the best `limit` are among the newest `limit` of each importance (1..10),
+ * so the index on (persona, importance, created_at) gives them without reading the persona's other memories.
+ */
+async function mostImportantAndRecent(db: Queryable, filters: SQL | undefined, limit: number): Promise<RankedMemoryRow[]> {
+  const score = sql<number>`(${memories.importance} + 3.0 / (1 + ${ageDays} / 7))::float8`;
+  const level = sql`level.importance`;
+  const newest = db
+    .select({ ...columns, score: score.as('score') })
+    .from(memories)
+    .where(and(filters, eq(memories.importance, level)))
+    .orderBy(desc(memories.createdAt), desc(memories.id))
+    .limit(limit)
+    .as('newest');
+  const rows = await db
+    .select()
+    .from(sql`generate_series(1, 10) as level(importance)`)
+    .crossJoinLateral(newest)
+    .orderBy(desc(newest.score), desc(newest.id))
+    .limit(limit);
+  return rows.map((r) => r.newest);
 }
 
 /** Of these memories, those without an embedding by `model`, with their text. */

@@ -402,8 +402,8 @@ export const memories = pgTable(
   (t) => [
     index('memories_persona_idx').on(t.persona, t.createdAt),
     index('memories_search_idx').using('gin', t.search),
-    // Needs pg_trgm: the migration creates it only where the extension is there.
-    index('memories_content_trgm_idx').using('gin', sql`${t.content} gin_trgm_ops`),
+    // The newest of each importance, for recall without a query (the best `limit` are among them).
+    index('memories_importance_idx').on(t.persona, t.importance, t.createdAt),
     check('memories_importance_check', sql`${t.importance} between 1 and 10`),
   ],
 );
@@ -462,8 +462,24 @@ export const knowledgeChunks = pgTable(
   (t) => [
     uniqueIndex('knowledge_chunks_source_idx').on(t.persona, t.source, t.chunk),
     index('knowledge_chunks_search_idx').using('gin', t.search),
-    // Needs pg_trgm, as memories_content_trgm_idx does: without it recall's `<%` reads every chunk's text.
-    index('knowledge_chunks_content_trgm_idx').using('gin', sql`${t.content} gin_trgm_ops`),
+  ],
+);
+
+/**
+ * Every word (3 to 40 letters or digits, lower case) a persona's memories and knowledge chunks contain, kept by
+ * triggers on those tables: recall finds the words a misspelt query word stands for here, by trigram similarity,
+ * and then searches for them by full text, so a typo costs a look in a few thousand words rather than in every text.
+ */
+export const recallWords = pgTable(
+  'recall_words',
+  {
+    persona: text('persona').notNull(),
+    word: text('word').notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.persona, t.word] }),
+    // Needs pg_trgm: the migration creates it only where the extension is there.
+    index('recall_words_trgm_idx').using('gin', sql`${t.word} gin_trgm_ops`),
   ],
 );
 

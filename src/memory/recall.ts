@@ -8,7 +8,7 @@ import type { Database } from '#src/db/client.ts';
 import { extensionStates } from '#src/db/extensions.ts';
 import { chunksWithEmbeddings, nearestChunks, searchChunks, type KnowledgeChunkRow } from '#src/db/knowledge.ts';
 import { memoriesWithEmbeddings, nearestMemories, searchMemories, type MemoryRow } from '#src/db/memories.ts';
-import { queryWords } from '#src/db/text-rank.ts';
+import { queryWords, textQuery } from '#src/db/text-rank.ts';
 import { ensureHnswIndex } from '#src/db/vectors.ts';
 import { cosine, type EmbeddingClient } from './embeddings.ts';
 
@@ -84,18 +84,18 @@ export function createRecaller(deps: { database: Pick<Database, 'db'>; embedding
       const wantMemories = source !== 'knowledge';
       const wantKnowledge = source !== 'memories' && !narrowed;
       const query = request.query ?? '';
-      if (!queryWords(query).length) {
+      const { trigram, vector: pgvector } = await installed();
+      const [text, vector] = await Promise.all([textQuery(db, persona, query, trigram), queryWords(query).length ? queryVector(query) : undefined]);
+      if (!text) {
         // A listing: memories by importance and recency, or by day; chunks have no order of their own.
         if (!wantMemories) return [];
-        const rows = await searchMemories(db, { persona, ...request, query: undefined, trigram: false });
+        const rows = await searchMemories(db, { persona, ...request, text: undefined });
         return rows.map(({ persona: _persona, score, ...memory }) => ({ kind: 'memory', memory, score }));
       }
-      const { trigram, vector: pgvector } = await installed();
       const candidates = Math.max(request.limit * 3, 30);
-      const [memoryRows, chunkRows, vector] = await Promise.all([
-        wantMemories ? searchMemories(db, { persona, ...request, query, limit: candidates, trigram }) : [],
-        wantKnowledge ? searchChunks(db, { persona, query, limit: candidates, trigram }) : [],
-        queryVector(query),
+      const [memoryRows, chunkRows] = await Promise.all([
+        wantMemories ? searchMemories(db, { persona, ...request, text, limit: candidates }) : [],
+        wantKnowledge ? searchChunks(db, { persona, text, limit: candidates }) : [],
       ]);
       const hits = new Map<string, RecallHit>();
       for (const { persona: _persona, score, ...memory } of memoryRows) hits.set(`m${memory.id}`, { kind: 'memory', memory, score });

@@ -14,8 +14,8 @@ import { createBenchDatabase, percentile } from './support.ts';
 
 const MEMORIES = Number(process.env.BENCH_RECALL_MEMORIES ?? 100_000);
 const CHUNKS = Number(process.env.BENCH_RECALL_CHUNKS ?? 10_000);
-// 50 (10 of each kind) by default, so that npm run bench ends while phrase queries at this size take seconds each.
-const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 50);
+// 200 (40 of each kind) by default.
+const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 200);
 const PERSONA = 'keeper';
 const NEIGHBOUR = 'neighbour';
 /** Memories are spread over this many days before today. */

@@ -131,6 +131,24 @@ describe('knowledge_ingest', () => {
     expect(tags((await recall.run({ query: 'quokka figurine' }, as('ada'))) as string)).toEqual(['knowledge inventory#321']);
   });
 
+  it('finds a misspelt name in a chunk, as in a memory', async () => {
+    await ingest.run({ source: 'staff', text: 'The night shift is led by Wojciech Szczepański.' }, as('ada'));
+    expect(tags((await recall.run({ query: 'Wojchiech' }, as('ada'))) as string)).toEqual(['knowledge staff#0']);
+    expect(await recall.run({ query: 'Wojchiech' }, as('bob'))).toBe('no memories match "Wojchiech"');
+  });
+
+  it('ingests a long document while memories sharing its words are written, and every write lands', async () => {
+    const words = Array.from({ length: 300 }, (_, i) => `term${String(i).padStart(3, '0')}`);
+    const sections = Array.from({ length: 120 }, (_, i) => `## Part ${i}\n\n${words.slice((i * 7) % 250, ((i * 7) % 250) + 50).join(' ')}.`);
+    await write('ada', 'glossary.md', sections.join('\n\n'));
+    const writes = Array.from({ length: 20 }, (_, i) => memory.run({ action: 'write', content: [...words].reverse().slice(i * 10, i * 10 + 60).join(' ') }, as('ada')));
+    const [ingested, ...saved] = await Promise.all([ingest.run({ source: 'glossary', path: 'glossary.md' }, as('ada')), ...writes]);
+    expect(ingested).toMatch(/^ingested glossary: \d+ chunks;/);
+    expect(saved.every((r) => /^saved \[memory \d+\]/.test(r as string))).toBe(true);
+    const [count] = await t.database.db.execute(sql`select count(*)::int as n from recall_words where persona = 'ada' and word like 'term%'`);
+    expect(count).toEqual({ n: 300 });
+  });
+
   it('retries a failed ingest job, saying why in the source row meanwhile', async () => {
     // The file is not there when the job first reads it: the attempt fails, and the row says so while a retry is due.
     await service.knowledge.ingestLater('ada', 'logbook', 'logbook.md');
