@@ -82,6 +82,9 @@ export const turns = pgTable(
     modelCalls: integer('model_calls').notNull().default(0),
     inputTokens: integer('input_tokens').notNull().default(0),
     outputTokens: integer('output_tokens').notNull().default(0),
+    /** Of the input, what the provider read from its prompt cache, and what it wrote there (when it says). */
+    cacheReadTokens: integer('cache_read_tokens').notNull().default(0),
+    cacheWriteTokens: integer('cache_write_tokens').notNull().default(0),
     summary: text('summary'),
     error: text('error'),
     startedAt: timestamp('started_at', { withTimezone: true }).notNull().defaultNow(),

@@ -30,7 +30,16 @@ export async function getTurnByJob(db: Queryable, jobId: string): Promise<TurnRo
 export async function finishTurn(
   db: Queryable,
   id: string,
-  result: { status: string; inputTokens: number; outputTokens: number; modelCalls: number; summary?: string; error?: string },
+  result: {
+    status: string;
+    inputTokens: number;
+    outputTokens: number;
+    cacheReadTokens?: number;
+    cacheWriteTokens?: number;
+    modelCalls: number;
+    summary?: string;
+    error?: string;
+  },
 ): Promise<void> {
   await db
     .update(turns)
@@ -57,16 +66,20 @@ export async function isTurnCancelRequested(db: Queryable, id: string): Promise<
   return row?.c ?? false;
 }
 
-export async function conversationUsage(db: Queryable, conversationId: string): Promise<{ turns: number; input: number; output: number }> {
+export async function conversationUsage(
+  db: Queryable,
+  conversationId: string,
+): Promise<{ turns: number; input: number; output: number; cacheRead: number }> {
   const [row] = await db
     .select({
       turns: sql<number>`count(*)::int`,
       input: sql<number>`coalesce(sum(${turns.inputTokens}), 0)::int`,
       output: sql<number>`coalesce(sum(${turns.outputTokens}), 0)::int`,
+      cacheRead: sql<number>`coalesce(sum(${turns.cacheReadTokens}), 0)::int`,
     })
     .from(turns)
     .where(eq(turns.conversationId, conversationId));
-  return row ?? { turns: 0, input: 0, output: 0 };
+  return row ?? { turns: 0, input: 0, output: 0, cacheRead: 0 };
 }
 
 /** Records the conversation's waiting messages as read by a turn that was stopped before it began. */

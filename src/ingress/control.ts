@@ -118,7 +118,7 @@ export function createCommandHandler(deps: {
           `Persona: ${persona.name} · model ${persona.tools.model ?? deps.defaultModel}`,
           `Conversation: ${conversationId}`,
           turn ? `Working on a ${turn.kind} turn since ${turn.startedAt.toISOString()}` : 'Idle',
-          `Messages since the last /new: ${inContext} · turns: ${usage.turns} · tokens: ${usage.input} in, ${usage.output} out`,
+          `Messages since the last /new: ${inContext} · turns: ${usage.turns} · tokens: ${usage.input} in${usage.cacheRead ? ` (${usage.cacheRead} from the prompt cache)` : ''}, ${usage.output} out`,
           `Thinking: ${conversation?.thinking || persona.tools.thinking ? 'on' : 'off'}`,
         ].join('\n');
       }

@@ -45,5 +45,13 @@ describe('with LLM_PROVIDER=anthropic', () => {
       sql`select content->'usage' as usage from messages where conversation_id = 'testy:chat:u2' and role = 'assistant' order by id desc limit 1`,
     );
     expect(rows).toEqual([{ usage: { input: 3000, output: 12, cacheRead: 2400, cacheWrite: 500 } }]);
+    // The turn's totals carry the cache counts, and /status shows what came from the cache.
+    const [turn] = await h.query<{ input_tokens: number; cache_read_tokens: number; cache_write_tokens: number }>(
+      sql`select input_tokens, cache_read_tokens, cache_write_tokens from turns where conversation_id = 'testy:chat:u2' order by started_at desc limit 1`,
+    );
+    expect(turn).toEqual({ input_tokens: 3000, cache_read_tokens: 2400, cache_write_tokens: 500 });
+    await dm('/status');
+    const [status] = (await h.chat.waitForSent(4)).slice(-1);
+    expect(status.text).toMatch(/tokens: \d+ in \(2400 from the prompt cache\), \d+ out/);
   });
 });
