@@ -61,8 +61,8 @@ export async function runDoctor(
         }
       },
     },
-    { name: 'pg_trgm', skip: () => !extensions, run: async () => checkTrigram(extensions!.pg_trgm, memoryMigrated) },
-    { name: 'pgvector', skip: () => !extensions, run: async () => (extensions!.vector.available ? `available${extensions!.vector.installed ? ' and created' : ''}` : 'not on this server') },
+    { name: 'pg_trgm', skip: () => !extensions, run: async () => checkExtension(extensions!.pg_trgm, memoryMigrated, EXTENSION_EFFECTS.pg_trgm) },
+    { name: 'pgvector', skip: () => !extensions, run: async () => checkExtension(extensions!.vector, memoryMigrated, EXTENSION_EFFECTS.vector) },
     { name: 'model', run: () => checkModel(settings) },
     { name: 'embeddings', run: () => checkEmbeddings(settings) },
     { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
@@ -88,12 +88,23 @@ export async function runDoctor(
   return failed ? 1 : 0;
 }
 
-/** Recall matches names and misspellings by trigram where the database has pg_trgm (the migration creates it). */
-function checkTrigram(state: ExtensionState, migrated: boolean): string | { warning: string } {
-  if (state.installed) return 'installed: recall matches names and misspellings';
-  if (!state.available) return { warning: 'not on this server: recall ranks by full-text search alone' };
+/** What recall gains from each extension, and does without it; a missing pgvector is no warning (it is optional). */
+const EXTENSION_EFFECTS = {
+  pg_trgm: { name: 'pg_trgm', with: 'recall matches names and misspellings', without: 'recall ranks by full-text search alone', optional: false },
+  vector: {
+    name: 'vector',
+    with: 'recall finds the rows nearest in meaning by its HNSW index (with an embedding endpoint)',
+    without: 'recall compares embeddings in the process (with an embedding endpoint)',
+    optional: true,
+  },
+};
+
+/** Whether the database has the extension (the migrations create it where the server has it). */
+function checkExtension(state: ExtensionState, migrated: boolean, effect: (typeof EXTENSION_EFFECTS)['vector']): string | { warning: string } {
+  if (state.installed) return `installed: ${effect.with}`;
+  if (!state.available) return effect.optional ? `not on this server: ${effect.without}` : { warning: `not on this server: ${effect.without}` };
   if (!migrated) return 'on the server; the first start (or parlor migrate) creates it';
-  return { warning: 'on the server but not created in this database (a superuser can CREATE EXTENSION pg_trgm there): recall ranks by full-text search alone' };
+  return { warning: `on the server but not created in this database (a superuser can CREATE EXTENSION ${effect.name} there): ${effect.without}` };
 }
 
 /** Tools that act on the machine or the world and that a persona runs without asking. */

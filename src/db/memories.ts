@@ -183,8 +183,8 @@ export async function memoriesWithEmbeddings(
     .where(and(vectorFilters(filter), or(inArray(memories.id, [...options.ids, -1]), inArray(memories.id, recent))))) as (MemoryRow & { embedding: number[] })[];
 }
 
-/** With pgvector: the memories nearest to `vector` (cosine), with their similarity. */
-export async function nearestMemories(db: Queryable, filter: MemoryVectorFilter, vector: readonly number[], limit: number): Promise<(MemoryRow & { similarity: number })[]> {
+/** With pgvector: the memories nearest to `vector` (cosine), with their similarity (a query, to run or to explain). */
+export function nearestMemories(db: Queryable, filter: MemoryVectorFilter, vector: readonly number[], limit: number) {
   const distance = cosineDistance(memories.embedding, vector);
   return db
     .select({ ...columns, similarity: sql<number>`(1 - ${distance})::float8` })

@@ -35,7 +35,11 @@ describe('doctor', () => {
     await sql.end();
     const lines = await doctorLines(t.url);
     expect(lines).toContain('✓ pg_trgm: installed: recall matches names and misspellings');
-    expect(lines).toContain(vector.n ? '✓ pgvector: available' : '✓ pgvector: not on this server');
+    expect(lines).toContain(
+      vector.n
+        ? '✓ pgvector: installed: recall finds the rows nearest in meaning by its HNSW index (with an embedding endpoint)'
+        : '✓ pgvector: not on this server: recall compares embeddings in the process (with an embedding endpoint)',
+    );
     expect(lines.indexOf('✓ pg_trgm: installed: recall matches names and misspellings')).toBe(lines.findIndex((l) => l.startsWith('✓ database:')) + 1);
   });
 

@@ -4,15 +4,18 @@
 import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { extensionStates } from '../../src/db/extensions.ts';
+import { nearestMemories } from '../../src/db/memories.ts';
 import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
+import { RECENT_EMBEDDED_ROWS } from '../../src/memory/recall.ts';
 import { startMemoryService, type MemoryService } from '../../src/memory/service.ts';
 import { createMemoryStore, MemoryRegistry } from '../../src/memory/store.ts';
 import { createKnowledgeIngestTool } from '../../tools/knowledge-ingest.ts';
 import { createMemoryTool } from '../../tools/memory.ts';
 import { createRecallTool } from '../../tools/recall.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { startFakeEmbeddings, type FakeEmbeddings } from '../support/fake-embeddings.ts';
+import { DIMENSIONS, fakeEmbedding, startFakeEmbeddings, type FakeEmbeddings } from '../support/fake-embeddings.ts';
 import { makePersona, makeToolContext } from '../support/persona.ts';
 import { until } from '../support/until.ts';
 
@@ -90,6 +93,34 @@ describe('semantic recall', () => {
     expect(tags(await recall.run({ query: 'doctor sick' }, as('ada')))).toEqual(['knowledge notes#0']);
     expect(tags(await recall.run({ query: 'cat', source: 'knowledge' }, as('ada')))).toEqual(['knowledge notes#2']);
     expect(await recallByText.run({ query: 'doctor sick' }, as('ada'))).toBe('no memories or knowledge match "doctor sick"');
+  });
+
+  it('finds by meaning a memory older than the newest rows compared in the process only where the database has pgvector (by its HNSW index)', async () => {
+    const car = await remember('ada', 'The automobile died on the motorway');
+    await until(async () => (await embeddedModel(car)) !== undefined, 'the embedding');
+    // Newer memories, embedded as the job would embed them, push it past the rows compared in the process.
+    await t.database.db.execute(sql`
+      insert into memories (persona, content, embedding, embedding_model, created_at)
+      select 'ada', 'lunch note ' || g, ${`{${fakeEmbedding('lunch sandwich soup').join(',')}}`}::real[], 'fake-concepts', now() + g * interval '1 second'
+      from generate_series(1, ${RECENT_EMBEDDED_ROWS + 20}) g`);
+    const { vector } = await extensionStates(t.database.db, ['vector']);
+    const found = tags(await recall.run({ query: 'car broke down highway' }, as('ada')));
+    if (!vector.installed) {
+      expect(found).toEqual([]);
+      return;
+    }
+    expect(found).toEqual([`memory ${car}`]);
+    // The index recall made for this dimension (in the background), and the nearest-rows query uses it.
+    await until(async () => (await t.database.db.execute(sql`select 1 from pg_indexes where indexname = ${`memories_embedding_hnsw_${DIMENSIONS}`}`)).length === 1, 'the HNSW index');
+    await t.database.db.execute(sql`analyze memories`);
+    const nearest = nearestMemories(t.database.db, { persona: 'ada', model: 'fake-concepts' }, fakeEmbedding('car broke down highway'), 5);
+    expect((await nearest)[0]).toMatchObject({ id: car });
+    const { sql: text, params } = nearest.toSQL();
+    const plan = await t.database.sql.begin(async (tx) => {
+      await tx.unsafe('set local enable_seqscan = off');
+      return tx.unsafe(`explain ${text}`, params as never[]);
+    });
+    expect(JSON.stringify(plan)).toContain(`memories_embedding_hnsw_${DIMENSIONS}`);
   });
 
   it('embeds after the tool has returned: a slow endpoint does not hold the turn', async () => {
