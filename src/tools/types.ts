@@ -111,10 +111,25 @@ export interface ToolOutput {
   thinking?: boolean;
 }
 
+/**
+ * What a tool is about, for `group:<name>` in a persona's deny, allow and approve lists. `mcp` tools are also in
+ * `group:mcp:<server>`; `other` is in no group a persona can name.
+ */
+export type ToolGroup = 'fs' | 'web' | 'runtime' | 'memory' | 'messaging' | 'agents' | 'mcp' | 'custom' | 'other';
+
 export interface Tool<Args = any> {
   /** The model-facing snake_case name. */
   name: string;
   description: string;
+  /** Its group (see ToolGroup); built-ins say theirs, custom tools are `custom`, MCP tools `mcp`. */
+  group?: ToolGroup;
+  /** For an MCP tool: the server it comes from (`group:mcp:<server>`). */
+  server?: string;
+  /**
+   * `search`: the system prompt lists its name and first line only, and it is callable once `tool_activate` has
+   * activated it (custom and MCP tools). Built-ins are `core`: their whole schema is in every call.
+   */
+  tier?: 'core' | 'search';
   /** JSON Schema of the arguments (validated with ajv before `run`). */
   parameters: Record<string, unknown>;
   /** Turn kinds the tool is offered in; all when absent. */
@@ -137,4 +152,17 @@ export interface Tool<Args = any> {
     byDefault?: boolean;
   };
   run(args: Args, ctx: ToolContext): Promise<string | ToolOutput>;
+}
+
+/**
+ * Tools that come and go while Parlor runs (custom tool folders, MCP servers): asked for the persona's tools at the
+ * start of every turn, so a change takes effect on the next turn without a restart.
+ */
+export interface ToolProvider {
+  /** For logs and `parlor doctor`: `custom`, `mcp`. */
+  readonly name: string;
+  /** The persona's tools now. Never throws: a broken source is logged and left out. */
+  tools(persona: Persona): Tool[] | Promise<Tool[]>;
+  /** Stops what the provider runs (MCP server processes and connections). */
+  close?(): Promise<void>;
 }
