@@ -26,6 +26,7 @@ import { createModelClient, modelEndpoint, withModelRetries } from '#src/llm/ind
 import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
+import { ToolCatalog } from '#src/tools/catalog.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 import { startMemoryService } from '#src/memory/service.ts';
@@ -35,7 +36,7 @@ import { ToolRunner } from '#src/tools/runner.ts';
 import { searchProviderFromSettings } from '#src/tools/web/search.ts';
 import { createProcessStore } from '#src/subagents/background-processes.ts';
 import { killTagged } from '#tools/shell-process.ts';
-import type { Tool } from '#src/tools/types.ts';
+import type { Tool, ToolProvider } from '#src/tools/types.ts';
 import { CHANNELS, listen } from '#src/db/channels.ts';
 
 export interface AppOptions {
@@ -52,6 +53,8 @@ export interface AppOptions {
   /** Overrides for tests and benchmarks. */
   model?: ModelClient;
   tools?: Tool[];
+  /** Where tools beyond the built-ins come from (custom tool folders, MCP servers); both by default. */
+  toolProviders?: ToolProvider[];
   /** The registry the given `tools` keep their background commands in (createBuiltinTools' `processes`). */
   processes?: ProcessRegistry;
   /** The registry the given `tools` keep memories through (createBuiltinTools' `memory`). */
@@ -124,7 +127,11 @@ export async function startApp(options: AppOptions): Promise<App> {
       webSearch: searchProviderFromSettings(settings),
       memory,
     });
-  checkToolPolicies(personas, toolList.map((t) => t.name));
+  const catalog = new ToolCatalog(toolList, options.toolProviders ?? [], log.child({ module: 'tools' }));
+  // Each persona's lists name its own tools: the built-ins and its custom tools (MCP servers may not be up yet).
+  const toolNames = new Map<string, string[]>();
+  for (const persona of personas) toolNames.set(persona.name, (await catalog.all(persona, { skip: ['mcp'] })).map((t) => t.name));
+  checkToolPolicies(personas, (persona) => toolNames.get(persona.name) ?? []);
   for (const warning of unapprovedActions(personas, toolList)) log.warn(warning);
   // The names the personas use must be connectors Parlor has (or that run elsewhere in this deployment).
   const given = (await options.connectors?.({ settings, personas })) ?? [];
@@ -174,6 +181,8 @@ export async function startApp(options: AppOptions): Promise<App> {
     const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...(options.remoteConnectors ?? []), ...connectors.keys()])];
     const delivery = createDelivery({ db: database.db, sql: database.sql, session: database.applicationName, connectors, knownConnectors, log });
     cleanups.push(() => delivery.stop());
+    // Stopped after the turns (cleanups run in reverse): MCP server processes and connections.
+    cleanups.push(() => catalog.close());
 
     const model =
       options.model ??
@@ -220,6 +229,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       model,
       defaultModel: llm?.model ?? 'default',
       tools,
+      catalog,
       delivery,
       connectors,
       knownConnectors,

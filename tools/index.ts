@@ -1,6 +1,6 @@
 import type { MemoryRegistry } from '#src/memory/store.ts';
 import type { ProcessRegistry } from '#src/tools/processes.ts';
-import type { Tool } from '#src/tools/types.ts';
+import type { Tool, ToolGroup } from '#src/tools/types.ts';
 import type { SearchProvider } from '#src/tools/web/search.ts';
 import { createAskPersonaTool } from './ask-persona.ts';
 import { createAskUserTool } from './ask-user.ts';
@@ -28,9 +28,41 @@ import { createSpawnSubagentTool } from './spawn-subagent.ts';
 import { createTaskCancelTool } from './task-cancel.ts';
 import { createTaskStatusTool } from './task-status.ts';
 import { createThinkHarderTool } from './think-harder.ts';
+import { createToolActivateTool } from './tool-activate.ts';
+import { createToolSearchTool } from './tool-search.ts';
 import { createUserModelWriteTool } from './user-model-write.ts';
 import { createWebFetchTool } from './web-fetch.ts';
 import { createWebSearchTool } from './web-search.ts';
+
+/** The group of each built-in (`group:<name>` in tools.jsonc); a tool not named here is in none. */
+export const BUILTIN_GROUPS: Record<string, ToolGroup> = {
+  file_read: 'fs',
+  file_write: 'fs',
+  file_edit: 'fs',
+  list_dir: 'fs',
+  glob: 'fs',
+  grep: 'fs',
+  web_fetch: 'web',
+  web_search: 'web',
+  shell_exec: 'runtime',
+  process: 'runtime',
+  memory: 'memory',
+  recall: 'memory',
+  user_model_write: 'memory',
+  knowledge_ingest: 'memory',
+  load_skill: 'memory',
+  send_message: 'messaging',
+  react: 'messaging',
+  ask_user: 'messaging',
+  reply_to_origin: 'messaging',
+  send_to_persona: 'messaging',
+  ask_persona: 'messaging',
+  spawn_subagent: 'agents',
+  task_status: 'agents',
+  task_cancel: 'agents',
+  schedule_wakeup: 'schedule',
+  remind: 'schedule',
+};
 
 /**
  * The built-in tool set. Each tool is a factory that receives what it needs. `shellSandbox.hide` names what no
@@ -53,7 +85,7 @@ export function createBuiltinTools(deps: {
   const hide = [...(deps.shellSandbox?.hide ?? []), ...(deps.personaDirs ?? [])];
   // Every tool that touches the persona's files refuses the other personas' folders.
   const files = { personaDirs: deps.personaDirs };
-  return [
+  const tools: Tool[] = [
     createEndTaskTool(),
     createClockTool({ timezone: deps.timezone }),
     createSendMessageTool({ outgoingDir: deps.outgoingDir, ...files }),
@@ -87,5 +119,12 @@ export function createBuiltinTools(deps: {
         ]
       : []),
     createLoadSkillTool(),
+    createToolSearchTool(),
+    createToolActivateTool(),
   ];
+  for (const tool of tools) {
+    tool.group ??= BUILTIN_GROUPS[tool.name] ?? 'other';
+    tool.tier = 'core';
+  }
+  return tools;
 }

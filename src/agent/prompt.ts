@@ -13,9 +13,16 @@ export interface PromptContext {
   /** Name of the cron entry, for cron turns. */
   scheduleName?: string;
   toolNames: string[];
+  /** Custom and MCP tools (the search tier): listed by name and first line, callable after tool_activate. */
+  moreTools?: readonly { name: string; description: string }[];
   /** What the persona knows of the person this turn is with (`user` is `connector:user id`). */
   userModel?: { user: string; entries: readonly UserModelEntry[] };
 }
+
+/** The share of the prompt that lists the search-tier tools, at most, however many there are. */
+export const MORE_TOOLS_PROMPT_MAX_CHARS = 1600;
+/** Each listed tool's description is cut to its first sentence, and to this. */
+const MORE_TOOL_LINE_CHARS = 90;
 
 /** The user model's share of the prompt, at most: the most confident and newest aspects first, the rest left out. */
 export const USER_MODEL_PROMPT_MAX_CHARS = 1500;
@@ -109,10 +116,31 @@ export function buildSystemPrompt(ctx: PromptContext): string {
     lines.push('', '## Skills', load ? 'When a task matches a skill, call load_skill with its name and follow what it says:' : 'Read a skill file when a task matches it:');
     for (const s of ctx.persona.skills) lines.push(`- ${s.name}: ${s.description}${load ? '' : ` (${s.file})`}`);
   }
+  if (ctx.moreTools?.length) lines.push('', ...moreToolsSection(ctx.moreTools));
   lines.push('', '## Now', nowLine(ctx, now));
   // Last: it changes when the persona learns something (and with the sender in a group), and what comes before it stays the same.
   if (ctx.userModel?.entries.length) lines.push('', ...userModelSection(ctx.userModel.user, ctx.userModel.entries));
   return lines.join('\n');
+}
+
+/**
+ * The search-tier tools by name and first line, in the order given, within a bound; the rest are counted. The list
+ * does not say which are active (the tools the call carries say that), so it stays the same as tools are activated.
+ */
+function moreToolsSection(tools: readonly { name: string; description: string }[]): string[] {
+  const lines = ['## More tools', 'Call tool_activate with a name to use one of these (tool_search shows their parameters and finds the rest):'];
+  let room = MORE_TOOLS_PROMPT_MAX_CHARS - lines.join('\n').length - 40;
+  let shown = 0;
+  for (const tool of tools) {
+    const first = tool.description.replace(/\s+/g, ' ').trim().split(/(?<=[.!?])\s/)[0] ?? '';
+    const line = `- ${tool.name}: ${first.length > MORE_TOOL_LINE_CHARS ? `${first.slice(0, MORE_TOOL_LINE_CHARS - 1)}…` : first}`;
+    if (line.length + 1 > room) break;
+    lines.push(line);
+    room -= line.length + 1;
+    shown++;
+  }
+  if (shown < tools.length) lines.push(`- (${tools.length - shown} more: tool_search finds them)`);
+  return lines;
 }
 
 function userModelSection(user: string, entries: readonly UserModelEntry[]): string[] {

@@ -3,19 +3,20 @@ import type { Logger } from 'pino';
 import { connectorForChat, type Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
-import { getConversation, ensureConversation } from '#src/db/conversations.ts';
+import { getConversation, ensureConversation, setConversationActiveTools } from '#src/db/conversations.ts';
 import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
 import { outboundForTurn, outboundRowByKey, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
+import type { ToolCatalog } from '#src/tools/catalog.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
 import { originTarget, primaryTarget, turnChat } from '#src/tools/targets.ts';
 import type { SchedulingApi, ToolContext } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from './history.ts';
 import type { SummaryRequest } from './history-window.ts';
-import { backgroundPrompt, cronName, loadTurnHistory, tasksTools } from './turn-setup.ts';
+import { backgroundPrompt, cronName, loadTurnHistory } from './turn-setup.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import { createReplyStream, type ReplyStream } from './reply-stream.ts';
 import { buildSystemPrompt } from './prompt.ts';
@@ -30,6 +31,8 @@ export interface TurnRunnerDeps {
   model: ModelClient;
   defaultModel: string;
   tools: ToolRunner;
+  /** Which tools each turn sees (built-ins, custom tools, MCP servers' tools), in their tiers. */
+  catalog: ToolCatalog;
   delivery: Delivery;
   /** Connectors running in this process (typing indicators need one). */
   connectors: ReadonlyMap<string, Connector>;
@@ -67,6 +70,7 @@ export interface TurnJob {
 interface ConversationState {
   historyAfterId: number;
   thinking: boolean;
+  activeTools: string[];
 }
 
 interface StartedTurn {
@@ -132,7 +136,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       return {
         turnId: existing.id,
         replyTo: data.origin?.chatType === 'group' ? data.origin.messageId : undefined,
-        conversation: { historyAfterId: conversation?.historyAfterId ?? 0, thinking: conversation?.thinking ?? false },
+        conversation: { historyAfterId: conversation?.historyAfterId ?? 0, thinking: conversation?.thinking ?? false, activeTools: conversation?.activeTools ?? [] },
         resumed: true,
       };
     }
@@ -258,7 +262,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     // Cancelled (or ended) before its turn began: it does nothing.
     if (task && task.status !== 'running') return { status: 'cancelled', usage: { input: 0, output: 0 }, modelCalls: 0 };
     if (data.kind === 'task') persona = { ...persona, secrets: {} };
-    const offered = tasksTools(deps.tools.toolsFor(persona, data.kind), persona, data.kind, task);
+    const turnTools = await deps.catalog.forTurn({ persona, kind: data.kind, task, active: conversation.activeTools });
     // The turn acts with the authority of the least trusted person it has read: in a group, a message from someone
     // who is not one of the persona's people, read mid-turn or queued with the first, makes it act as them.
     let origin = data.origin;
@@ -302,6 +306,15 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       get subagents() {
         return deps.subagents?.forTurn({ persona, conversationId: data.conversationId, turnId, kind: data.kind, origin });
       },
+      tiers: {
+        search: (query, limit) => turnTools.search(query, limit),
+        count: () => turnTools.listed().length,
+        activate: async (name) => {
+          const result = turnTools.activate(name);
+          if (!('error' in result) && !result.already) await setConversationActiveTools(db, data.conversationId, turnTools.activeNames());
+          return result;
+        },
+      },
       replyTarget: data.deliver ?? (data.origin && originTarget(data.origin)),
       react: async (emoji, messageId) => {
         const origin = data.origin;
@@ -332,7 +345,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       origin: data.origin,
       timezone: deps.timezone,
       scheduleName: cronName(data.conversationId),
-      toolNames: offered.map((t) => t.name),
+      toolNames: turnTools.callable().map((t) => t.name),
+      moreTools: turnTools.listed(),
       userModel: await userModelFor(persona, data.kind, origin?.sender, log),
     });
     const timeoutMs =
@@ -342,7 +356,19 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       modelName: persona.tools.model ?? deps.defaultModel,
       system,
       messages: history,
-      tools: { specs: deps.tools.specs(offered), list: offered, execute: (call) => deps.tools.execute(call, offered, ctx) },
+      // Read before every model call: a tool activated in this step is callable in the next.
+      tools: {
+        get specs() {
+          return deps.tools.specs(turnTools.callable());
+        },
+        get list() {
+          return turnTools.callable();
+        },
+        execute: async (call) =>
+          turnTools.inactive(call.name)
+            ? { content: `not_active: ${call.name} is not active yet; call tool_activate with {"name": "${call.name}"}, then call ${call.name} in your next step.` }
+            : deps.tools.execute(call, turnTools.callable(), ctx),
+      },
       background: !answersInText(data.kind, data.origin),
       thinking: conversation.thinking || persona.tools.thinking,
       maxIterations: data.kind === 'task' ? persona.tools.subagents.maxIterations : persona.tools.maxIterations,

@@ -3,8 +3,6 @@ import type { Persona } from '#src/config/persona.ts';
 import { parseConversationId } from '#src/conversation-id.ts';
 import type { Queryable } from '#src/db/client.ts';
 import type { ChatMessage } from '#src/llm/types.ts';
-import { SUBAGENT_EXCLUDED_TOOLS } from '#src/subagents/service.ts';
-import type { Tool } from '#src/tools/types.ts';
 import type { TurnKind } from '#src/turns.ts';
 import type { HistoryBudget } from './history.ts';
 import { loadHistoryWindow, type SummaryRequest } from './history-window.ts';
@@ -42,17 +40,3 @@ export function cronName(conversationId: string): string | undefined {
   return parts?.kind === 'cron' ? parts.name : undefined;
 }
 
-/**
- * The tools a turn is offered. A task gets its persona's minus those that talk to people or start more work (it may
- * start tasks of its own only below the depth limit), narrowed to the list it was given.
- */
-export function tasksTools(tools: Tool[], persona: Persona, kind: TurnKind, task: { depth: number; tools: string[] | null } | undefined): Tool[] {
-  if (kind !== 'task') return tools;
-  const nests = (task?.depth ?? 1) < persona.tools.subagents.maxDepth;
-  const taskTools = ['spawn_subagent', 'task_status', 'task_cancel'];
-  return tools.filter(
-    (t) =>
-      (!(SUBAGENT_EXCLUDED_TOOLS as readonly string[]).includes(t.name) || (nests && taskTools.includes(t.name))) &&
-      (!task?.tools || task.tools.includes(t.name) || t.name === 'end_task'),
-  );
-}

@@ -45,6 +45,8 @@ export const toolsSchema = {
     approve: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
     // Tools that act on the machine or the world ask first by default; listed here, they run without asking.
     allow: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
+    // Custom and MCP tools callable from the first model call of every turn, without tool_activate.
+    activate: { type: 'array', items: { type: 'string', minLength: 1 }, uniqueItems: true },
     thinking: { type: 'boolean' },
     // Answers appear as one message that grows as the model writes (where the connector can edit).
     stream: { type: 'boolean' },

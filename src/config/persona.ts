@@ -50,6 +50,8 @@ export interface Persona {
     approve: string[];
     /** Tools that ask first by default (they act on the machine or the world) and that this persona runs unasked. */
     allow: string[];
+    /** Custom and MCP tools callable from the start of every turn, without tool_activate. */
+    activate: string[];
     thinking: boolean;
     /** A user turn's answer grows in one message as the model writes it, where the connector can do that. */
     stream: boolean;
@@ -177,6 +179,7 @@ export function loadPersona(dir: string, options: LoadOptions = {}): Persona {
       deny: tools.deny ?? [],
       approve: tools.approve ?? [],
       allow: tools.allow ?? [],
+      activate: tools.activate ?? [],
       thinking: tools.thinking ?? false,
       stream: tools.stream ?? false,
       model: tools.model,

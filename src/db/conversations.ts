@@ -10,12 +10,12 @@ export type ConversationRow = typeof conversations.$inferSelect;
 export async function ensureConversation(
   db: Queryable,
   row: { id: string; persona: string; connector?: string; chat?: string; thread?: string },
-): Promise<{ historyAfterId: number; thinking: boolean }> {
+): Promise<{ historyAfterId: number; thinking: boolean; activeTools: string[] }> {
   const [state] = await db
     .insert(conversations)
     .values({ id: row.id, persona: row.persona, connector: row.connector, chat: row.chat, thread: row.thread })
     .onConflictDoUpdate({ target: conversations.id, set: { lastActivityAt: sql`now()` } })
-    .returning({ historyAfterId: conversations.historyAfterId, thinking: conversations.thinking });
+    .returning({ historyAfterId: conversations.historyAfterId, thinking: conversations.thinking, activeTools: conversations.activeTools });
   return state;
 }
 
@@ -24,12 +24,17 @@ export async function getConversation(db: Queryable, id: string): Promise<Conver
   return row;
 }
 
-/** `/new`: later turns see only messages written after this point. */
+/** `/new`: later turns see only messages written after this point, and no tool activated before it. */
 export async function resetConversationHistory(db: Queryable, id: string): Promise<void> {
   await db
     .update(conversations)
-    .set({ historyAfterId: sql`(select coalesce(max(id), 0) from messages where conversation_id = ${id})` })
+    .set({ historyAfterId: sql`(select coalesce(max(id), 0) from messages where conversation_id = ${id})`, activeTools: sql`'{}'::text[]` })
     .where(eq(conversations.id, id));
+}
+
+/** The search-tier tools the conversation has activated (tool_activate), oldest first. */
+export async function setConversationActiveTools(db: Queryable, id: string, names: readonly string[]): Promise<void> {
+  await db.update(conversations).set({ activeTools: [...names] }).where(eq(conversations.id, id));
 }
 
 export async function setConversationThinking(db: Queryable, id: string, thinking: boolean): Promise<void> {

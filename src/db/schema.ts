@@ -28,6 +28,8 @@ export const conversations = pgTable('conversations', {
   /** Messages with an id at or below this are not sent to the model (`/new`). */
   historyAfterId: integer('history_after_id').notNull().default(0),
   thinking: boolean('thinking').notNull().default(false),
+  /** Search-tier tools (custom, MCP) tool_activate made callable here, oldest first; `/new` empties it. */
+  activeTools: text('active_tools').array().notNull().default(sql`'{}'::text[]`),
   createdAt: createdAt(),
   lastActivityAt: timestamp('last_activity_at', { withTimezone: true }).notNull().defaultNow(),
 });

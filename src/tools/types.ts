@@ -34,6 +34,17 @@ export interface ToolContext {
    * `done`, or `queued` for the process that runs the chat's connector.
    */
   react(emoji: string, messageId?: string): Promise<'done' | 'queued'>;
+  /** The turn's search-tier tools (custom, MCP): found by tool_search, made callable by tool_activate. */
+  tiers?: ToolTiersApi;
+}
+
+export interface ToolTiersApi {
+  /** Search-tier tools whose name or description has the query's words, best first. */
+  search(query: string, limit: number): Tool[];
+  /** How many search-tier tools the turn has. */
+  count(): number;
+  /** Makes the tool callable from the next model call, for the rest of the conversation (until /new). */
+  activate(name: string): Promise<{ tool: Tool; already?: true; evicted?: string } | { error: string }>;
 }
 
 export interface PersonaMailApi {
@@ -115,7 +126,7 @@ export interface ToolOutput {
  * What a tool is about, for `group:<name>` in a persona's deny, allow and approve lists. `mcp` tools are also in
  * `group:mcp:<server>`; `other` is in no group a persona can name.
  */
-export type ToolGroup = 'fs' | 'web' | 'runtime' | 'memory' | 'messaging' | 'agents' | 'mcp' | 'custom' | 'other';
+export type ToolGroup = 'fs' | 'web' | 'runtime' | 'memory' | 'messaging' | 'agents' | 'schedule' | 'mcp' | 'custom' | 'other';
 
 export interface Tool<Args = any> {
   /** The model-facing snake_case name. */

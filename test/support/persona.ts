@@ -22,7 +22,7 @@ export function makePersona(overrides: PersonaOverrides = {}): Persona {
     workspace: '/tmp/parlor-test/personas/tester/workspace',
     skills: [],
     ...rest,
-    tools: { deny: [], approve: [], allow: [], thinking: false, stream: false, shell: 'sandboxed', subagents: SUBAGENT_DEFAULTS, web: { allowHosts: [] }, processes: { max: 4 }, ...tools },
+    tools: { deny: [], approve: [], allow: [], activate: [], thinking: false, stream: false, shell: 'sandboxed', subagents: SUBAGENT_DEFAULTS, web: { allowHosts: [] }, processes: { max: 4 }, ...tools },
   };
 }
 

@@ -1,0 +1,1 @@
+ALTER TABLE "conversations" ADD COLUMN "active_tools" text[] DEFAULT '{}'::text[] NOT NULL;
