@@ -1,5 +1,6 @@
 import type { Persona } from '#src/config/persona.ts';
-import { sandboxedCommand, shellAccess, shellSandboxStatus, type SandboxStatus } from '#src/tools/sandbox.ts';
+import type { CustomToolCommands } from '#src/tools/custom/commands.ts';
+import { sandboxedCommand, shellAccess, shellSandboxStatus, type SandboxStatus, type ShellAccess } from '#src/tools/sandbox.ts';
 import { lockHiddenFiles, shareWorkspace } from '#src/tools/shell-user-files.ts';
 import type { ShellUser } from '#src/tools/shell-user.ts';
 import type { Tool, ToolContext } from '#src/tools/types.ts';
@@ -63,9 +64,7 @@ const SHARED_DESCRIPTION =
  * `"shell": "unsandboxed"`, and is not offered to the others. Problems with the arguments come back as `error: ...` results; nothing runs then.
  */
 export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> {
-  const status = options.sandbox?.status ?? shellSandboxStatus;
-  const hide = options.sandbox?.hide ?? [];
-  const warned = new Set<string>();
+  const commands = createWorkspaceCommands(options.sandbox);
   return {
     name: 'shell_exec',
     description: options.processes
@@ -107,7 +106,7 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
     },
     // The runner's outer limit; the tool's own timeout (at most MAX_TIMEOUT_MS) fires first and reports the output.
     timeoutMs: MAX_TIMEOUT_MS + 30_000,
-    available: ({ persona }) => shellAccess(persona, status()).mode !== 'off',
+    available: ({ persona }) => commands.access(persona).mode !== 'off',
     approval: {
       summary: summarizeShellCall,
       // "Always allow" covers the exact call: the command, and its folder and variables when it has them.
@@ -120,50 +119,145 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
       const denied = deniedReason(args.command);
       if (denied) return `denied: ${denied}; the command did not run.`;
       if (ctx.signal.aborted) return 'cancelled: the turn was stopped before the command ran.';
+      // Background commands are for conversations that a wake can reach: not for a task, whose turn ends with its result.
+      const processes = ctx.kind === 'task' ? undefined : options.processes;
+      const background = processes !== undefined && args.background === true;
+      const foregroundMs = Math.min(args.timeout_ms ?? DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS);
+      const backgroundMs = Math.min(args.timeout_ms ?? DEFAULT_BACKGROUND_MS, MAX_BACKGROUND_MS);
+      const command = await commands.start(
+        { argv: ['/bin/sh', '-c', args.command], cwd: args.cwd, env: args.env, timeoutMs: background ? backgroundMs : foregroundMs, keepInput: background, tool: 'shell_exec' },
+        ctx,
+      );
+      if ('error' in command) return `error: ${command.error}; the command did not run.`;
+      if (!processes) return formatCommandResult(await command.exited, command.output);
+      return runOrYield(command, processes, ctx, { command: args.command, background, yieldMs: args.yield_ms ?? DEFAULT_YIELD_MS, backgroundMs });
+    },
+  };
+}
+
+/** A command to run in the persona's workspace the way shell_exec runs its own. */
+export interface WorkspaceCommand {
+  /** The program and its arguments (`/bin/sh -c <command>` for shell_exec). */
+  argv: string[];
+  /** The folder to start in, relative to the workspace (default: the workspace). */
+  cwd?: string;
+  /** Variables on top of the minimal environment; a value written "$NAME" is the persona's secret NAME. */
+  env?: Record<string, string>;
+  timeoutMs: number;
+  /** Keep stdin open for `write` (a background command, a custom tool's JSON input); else it is at its end at once. */
+  keepInput?: boolean;
+  /** Keep stderr apart from the output (a custom tool's result is its stdout). */
+  separateStderr?: boolean;
+  /** Folders besides the system's the command may read but not write (a custom tool's own folder). */
+  readOnly?: readonly string[];
+  /** For logs. */
+  tool: string;
+}
+
+/** Runs commands for shell_exec and custom tools: one policy, one environment, one way of starting them. */
+export interface WorkspaceCommands {
+  /** How the persona's commands run: in the sandbox, as a user of their own, directly, or not at all. */
+  access(persona: Persona): ShellAccess;
+  /** Starts the command; or why it cannot start (the caller adds "the command did not run"). */
+  start(command: WorkspaceCommand, ctx: ToolContext): Promise<StartedCommand | { error: string }>;
+}
+
+/**
+ * The run path shell_exec and custom tools share: the persona's workspace as cwd, the sandbox (or a user of their
+ * own, or, by the owner's choice, nothing), the scrubbed environment, the timeout. `policy` is the persona as the
+ * shell policy reads it (custom tools are not off because the persona denies shell_exec).
+ */
+export function createWorkspaceCommands(
+  sandbox: ShellExecOptions['sandbox'] = {},
+  policy: (persona: Persona) => Persona = (persona) => persona,
+): WorkspaceCommands {
+  const status = sandbox.status ?? shellSandboxStatus;
+  const hide = sandbox.hide ?? [];
+  const warned = new Set<string>();
+  return {
+    access: (persona) => shellAccess(policy(persona), status()),
+    async start(command, ctx) {
       const current = status();
-      const access = shellAccess(ctx.persona, current);
-      if (access.mode === 'off') return `error: ${access.warning ?? 'shell_exec is off for this persona'}; the command did not run.`;
+      const access = shellAccess(policy(ctx.persona), current);
+      if (access.mode === 'off') return { error: access.warning ?? `${command.tool} is off for this persona` };
       if (access.warning && !warned.has(ctx.persona.name)) {
         warned.add(ctx.persona.name);
-        ctx.log.warn({ tool: 'shell_exec', persona: ctx.persona.name }, access.warning);
+        ctx.log.warn({ tool: command.tool, persona: ctx.persona.name }, access.warning);
       }
 
       let workspace: string;
       let cwd: string;
       try {
         workspace = await resolveWorkspaceFolder(ctx.persona);
-        cwd = await resolveWorkspaceFolder(ctx.persona, args.cwd);
+        cwd = await resolveWorkspaceFolder(ctx.persona, command.cwd);
       } catch (err) {
-        return `error: cwd ${(err as Error).message}; the command did not run.`;
+        return { error: `cwd ${(err as Error).message}` };
       }
       const user = access.mode === 'separate-uid' ? current.separateUser : undefined;
       // Inside the sandbox the workspace is home and /tmp is the sandbox's own; the shell user has no home but that.
       const base: Record<string, string> =
         access.mode === 'sandboxed' ? { HOME: workspace, TMPDIR: '/tmp' } : user ? { HOME: workspace, TMPDIR: '/tmp', USER: user.name, LOGNAME: user.name } : {};
-      const env = buildEnv(args.env ?? {}, ctx.persona, base);
-      if ('error' in env) return `error: ${env.error}; the command did not run.`;
-      // Background commands are for conversations that a wake can reach: not for a task, whose turn ends with its result.
-      const processes = ctx.kind === 'task' ? undefined : options.processes;
-      const background = processes !== undefined && args.background === true;
-      const foregroundMs = Math.min(args.timeout_ms ?? DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS);
-      const backgroundMs = Math.min(args.timeout_ms ?? DEFAULT_BACKGROUND_MS, MAX_BACKGROUND_MS);
-      const argv = ['/bin/sh', '-c', args.command];
-      const common = { timeoutMs: background ? backgroundMs : foregroundMs, signal: ctx.signal, keepInput: background };
-      ctx.log.debug({ tool: 'shell_exec', cwd, mode: access.mode, background }, 'running shell command');
+      const env = buildEnv(command.env ?? {}, ctx.persona, base);
+      if ('error' in env) return env;
+      const common = {
+        timeoutMs: command.timeoutMs,
+        signal: ctx.signal,
+        keepInput: command.keepInput,
+        separateStderr: command.separateStderr,
+        env: env.vars,
+      };
+      const [file, ...args] = command.argv as [string, ...string[]];
+      ctx.log.debug({ tool: command.tool, cwd, mode: access.mode, keepInput: command.keepInput }, 'running shell command');
       let run: RunOptions;
-      if (access.mode === 'unsandboxed') run = { file: argv[0]!, args: argv.slice(1), sandboxed: false, cwd, env: env.vars, ...common };
+      if (access.mode === 'unsandboxed') run = { file, args, sandboxed: false, cwd, ...common };
       else if (user) {
         const refused = await prepareForUser(user, workspace, hide, ctx.log);
-        if (refused) return `error: ${refused}; the command did not run.`;
-        run = { file: argv[0]!, args: argv.slice(1), sandboxed: false, user, cwd, env: env.vars, ...common };
+        if (refused) return { error: refused };
+        run = { file, args, sandboxed: false, user, cwd, ...common };
       } else {
-        const sandboxed = sandboxedCommand(argv, { workspace, cwd, hide });
-        if (!sandboxed) return 'error: the sandbox is not available; the command did not run.';
-        run = { ...sandboxed, sandboxed: true, cwd: workspace, env: env.vars, ...common };
+        // bubblewrap reads its options up to the command, so binds placed before the command come after the
+        // sandbox's own: over the hidden folders a tool's folder may sit in.
+        const binds = (command.readOnly ?? []).flatMap((folder) => ['--ro-bind', folder, folder]);
+        const sandboxed = sandboxedCommand([...binds, ...command.argv], { workspace, cwd, hide });
+        if (!sandboxed) return { error: 'the sandbox is not available' };
+        run = { ...sandboxed, sandboxed: true, cwd: workspace, ...common };
       }
-      const command = startCommand(run);
-      if (!processes) return formatCommandResult(await command.exited, command.output);
-      return runOrYield(command, processes, ctx, { command: args.command, background, yieldMs: args.yield_ms ?? DEFAULT_YIELD_MS, backgroundMs });
+      return startCommand(run);
+    },
+  };
+}
+
+/**
+ * Custom tools' commands (src/tools/custom) run as shell_exec's do. The persona's `deny` of shell_exec keeps the
+ * model's own commands out, not the tools its owner wrote, so it does not turn these off.
+ */
+export function createCustomToolCommands(sandbox: ShellExecOptions['sandbox'] = {}): CustomToolCommands {
+  const commands = createWorkspaceCommands(sandbox, (persona) => ({
+    ...persona,
+    tools: { ...persona.tools, deny: persona.tools.deny.filter((name) => name !== 'shell_exec') },
+  }));
+  return {
+    available: (persona) => commands.access(persona).mode !== 'off',
+    deniedReason,
+    async run(request, ctx) {
+      const started = await commands.start(
+        {
+          argv: request.argv,
+          env: request.env,
+          timeoutMs: request.timeoutMs,
+          keepInput: request.input !== undefined,
+          separateStderr: true,
+          readOnly: [request.folder],
+          tool: request.tool,
+        },
+        ctx,
+      );
+      if ('error' in started) return started;
+      if (request.input !== undefined) started.write(request.input, true);
+      const exit = await started.exited;
+      if (exit.startError !== undefined) return { error: `the command could not be started: ${exit.startError}` };
+      const stdout = started.output.headText();
+      return { status: exit.status, stdout: stdout.text, stdoutDropped: stdout.dropped, stderr: started.errors?.headText().text ?? '', notes: exit.notes };
     },
   };
 }

@@ -33,6 +33,8 @@ export interface RunOptions {
   signal: AbortSignal;
   /** Keep the command's stdin open for `write` (otherwise it reads end-of-file at once). */
   keepInput?: boolean;
+  /** Keep stderr out of `output`, in `errors` (a custom tool's result is its stdout alone). */
+  separateStderr?: boolean;
 }
 
 /** How a command ended, once nothing it started can still be running. */
@@ -106,6 +108,8 @@ export class OutputBuffer {
 /** A command that was started: its output so far, and how it ended once it has. */
 export interface StartedCommand {
   output: OutputBuffer;
+  /** Its stderr, with `separateStderr` (otherwise stderr is in `output`). */
+  errors?: OutputBuffer;
   /** Resolves once the command is over and nothing it started still runs. */
   exited: Promise<CommandExit>;
   readonly running: boolean;
@@ -142,7 +146,7 @@ export function startCommand(options: RunOptions): StartedCommand {
     // Its own process group, so the whole tree can be signalled at once through -pid.
     detached: true,
     stdin: options.keepInput ? 'pipe' : 'ignore',
-    all: true,
+    all: !options.separateStderr,
     buffer: false,
     reject: false,
   });
@@ -181,12 +185,9 @@ export function startCommand(options: RunOptions): StartedCommand {
   });
 
   const output = new OutputBuffer();
+  const errors = options.separateStderr ? new OutputBuffer(MAX_OUTPUT_BYTES, MAX_OUTPUT_BYTES) : undefined;
   const finished = (async (): Promise<CommandExit> => {
-    try {
-      for await (const chunk of subprocess.all ?? []) output.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
-    } catch {
-      // Destroyed above, or the pipe broke: what was read so far is the output.
-    }
+    await Promise.all(errors ? [collect(subprocess.stdout, output), collect(subprocess.stderr, errors)] : [collect(subprocess.all, output)]);
     const result = await subprocess;
     clearTimeout(timer);
     clearTimeout(drainTimer);
@@ -220,6 +221,7 @@ export function startCommand(options: RunOptions): StartedCommand {
 
   return {
     output,
+    ...(errors ? { errors } : {}),
     exited: finished,
     startedAt,
     ...(options.sandboxed ? {} : { tag }),
@@ -247,6 +249,14 @@ export function startCommand(options: RunOptions): StartedCommand {
       timer = setTimeout(() => stop('timeout'), Math.max(0, startedAt + timeoutMs - Date.now()));
     },
   };
+}
+
+async function collect(stream: AsyncIterable<unknown> | null | undefined, into: OutputBuffer): Promise<void> {
+  try {
+    for await (const chunk of stream ?? []) into.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk)));
+  } catch {
+    // Destroyed (see the drain timer), or the pipe broke: what was read so far is the output.
+  }
 }
 
 /** A finished command as the model reads it: `exit=<status>`, its output (the first MAX_OUTPUT_BYTES), notes. */

@@ -26,7 +26,9 @@ export type ApprovalGate = (request: { tool: Tool; args: unknown; ctx: ToolConte
  */
 export class ToolRunner {
   private readonly ajv = new Ajv({ allErrors: true, strict: false, coerceTypes: false });
-  private readonly validators = new Map<string, ValidateFunction>();
+  // Per Tool object, compiled when first called: tools from providers (custom tool folders, MCP servers) come and go
+  // while Parlor runs, and a changed tool is a new object with a validator of its own.
+  private readonly validators = new WeakMap<Tool, ValidateFunction>();
 
   constructor(
     private readonly tools: readonly Tool[],
@@ -34,7 +36,8 @@ export class ToolRunner {
     /** Parlor's own secrets (API keys, tokens): masked in every tool's output, like the persona's. */
     private readonly ownSecrets: readonly string[] = [],
   ) {
-    for (const tool of tools) this.validators.set(tool.name, this.ajv.compile(tool.parameters));
+    // The fixed tools' schemas are checked at start-up: a bad one is a programmer's error.
+    for (const tool of tools) this.validatorFor(tool);
   }
 
   /** The tools a persona gets in a turn of this kind: after `contexts`, `deny` and `available()`. */
@@ -64,7 +67,12 @@ export class ToolRunner {
         content: `invalid_arguments: the arguments are not valid JSON (${(err as Error).message}). Call ${tool.name} again with a JSON object matching its parameters.`,
       };
     }
-    const validate = this.validators.get(tool.name)!;
+    let validate: ValidateFunction;
+    try {
+      validate = this.validatorFor(tool);
+    } catch (err) {
+      return { content: `crashed: ${tool.name}'s parameters are not a valid JSON Schema (${(err as Error).message}); it cannot be called.` };
+    }
     if (!validate(args)) return { content: `invalid_arguments: ${formatAjvErrors(validate.errors)}. Fix the arguments and call ${tool.name} again.` };
     if (ctx.signal.aborted) return { content: 'cancelled: the turn was stopped before this tool ran.' };
     // Refused outright (a catastrophic shell command): nobody is asked to approve it.
@@ -81,6 +89,15 @@ export class ToolRunner {
       if (ctx.signal.aborted) return { content: `cancelled: the turn was stopped before ${tool.name} ran.` };
     }
     return this.runWithTimeout(tool, args, ctx);
+  }
+
+  private validatorFor(tool: Tool): ValidateFunction {
+    let validate = this.validators.get(tool);
+    if (!validate) {
+      validate = this.ajv.compile(tool.parameters);
+      this.validators.set(tool, validate);
+    }
+    return validate;
   }
 
   private async runWithTimeout(tool: Tool, args: unknown, ctx: ToolContext): Promise<ToolOutput> {
