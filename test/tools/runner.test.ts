@@ -275,14 +275,14 @@ describe('ToolRunner.execute: approvals', () => {
 });
 
 describe('ToolRunner.execute: output hygiene', () => {
-  it('replaces persona secret values and API keys in the output with [redacted]', async () => {
+  it('replaces persona secret values and API keys in the output with [REDACTED]', async () => {
     const secret = 'hunter2-very-secret-value';
     const key = 'sk-proj-abcdefghijklmnopqrstuvwxyz012345';
     const { tool } = recordingTool('leaky', () => `token=${secret}\nopenai=${key}\nend`);
     const runner = new ToolRunner([tool]);
     const persona = makePersona({ secrets: { SERVICE_TOKEN: secret } });
     const out = await runner.execute(call('leaky', { text: 'x' }), [tool], makeToolContext({ persona }));
-    expect(out.content).toBe('token=[redacted]\nopenai=[redacted]\nend');
+    expect(out.content).toBe('token=[REDACTED]\nopenai=[REDACTED]\nend');
     expect(out.content).not.toContain('hunter2');
     expect(out.content).not.toContain('sk-proj');
   });
@@ -293,8 +293,8 @@ describe('ToolRunner.execute: output hygiene', () => {
     const structured: Tool = { name: 'structured', description: '', parameters: open, run: async () => ({ content: `key ${secret}`, thinking: true }) };
     const runner = new ToolRunner([crash, structured]);
     const ctx = makeToolContext({ persona: makePersona({ secrets: { DB_PASSWORD: secret } }) });
-    expect((await runner.execute(call('crash'), [crash, structured], ctx)).content).toBe('crashed: crash failed: login failed for [redacted]');
-    expect(await runner.execute(call('structured'), [crash, structured], ctx)).toEqual({ content: 'key [redacted]', thinking: true });
+    expect((await runner.execute(call('crash'), [crash, structured], ctx)).content).toBe('crashed: crash failed: login failed for [REDACTED]');
+    expect(await runner.execute(call('structured'), [crash, structured], ctx)).toEqual({ content: 'key [REDACTED]', thinking: true });
   });
 
   it('truncates very long output and says how much was cut', async () => {
