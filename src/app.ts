@@ -27,6 +27,7 @@ import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { ToolCatalog } from '#src/tools/catalog.ts';
+import { createCustomToolProvider } from '#src/tools/custom/provider.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 import { startMemoryService } from '#src/memory/service.ts';
@@ -35,6 +36,7 @@ import { ProcessRegistry, type ProcessRequest } from '#src/tools/processes.ts';
 import { ToolRunner } from '#src/tools/runner.ts';
 import { searchProviderFromSettings } from '#src/tools/web/search.ts';
 import { createProcessStore } from '#src/subagents/background-processes.ts';
+import { createCustomToolCommands } from '#tools/shell-exec.ts';
 import { killTagged } from '#tools/shell-process.ts';
 import type { Tool, ToolProvider } from '#src/tools/types.ts';
 import { CHANNELS, listen } from '#src/db/channels.ts';
@@ -127,7 +129,16 @@ export async function startApp(options: AppOptions): Promise<App> {
       webSearch: searchProviderFromSettings(settings),
       memory,
     });
-  const catalog = new ToolCatalog(toolList, options.toolProviders ?? [], log.child({ module: 'tools' }));
+  const providers = options.toolProviders ?? [
+    // Custom tool folders run as shell_exec's commands do, hidden from the same places.
+    createCustomToolProvider({
+      sharedDir: settings.toolsDir,
+      reservedNames: toolList.map((t) => t.name),
+      commands: createCustomToolCommands({ hide: [...hide, ...personas.map((p) => p.dir)] }),
+      log: log.child({ module: 'custom-tools' }),
+    }),
+  ];
+  const catalog = new ToolCatalog(toolList, providers, log.child({ module: 'tools' }));
   // Each persona's lists name its own tools: the built-ins and its custom tools (MCP servers may not be up yet).
   const toolNames = new Map<string, string[]>();
   for (const persona of personas) toolNames.set(persona.name, (await catalog.all(persona, { skip: ['mcp'] })).map((t) => t.name));

@@ -8,6 +8,8 @@ import { extensionStates, type ExtensionState } from '#src/db/extensions.ts';
 import { modelEndpoint } from '#src/llm/index.ts';
 import { createEmbeddingClient, type EmbeddingError } from '#src/memory/embeddings.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
+import type { ToolCatalog } from '#src/tools/catalog.ts';
+import { turnToolsReport } from '#src/tools/tool-report.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 
@@ -31,6 +33,11 @@ export async function runDoctor(
     connectors?: readonly ConnectorEntry<any>[];
     /** Every connector id persona files may name. */
     connectorIds?: readonly string[];
+    /** With `persona`: the tools that persona's turns see, per kind of turn, are listed after the checks. */
+    catalog?: ToolCatalog;
+    /** The custom tool folders: what each persona's could not load. */
+    customTools?: { problems(persona: Persona): Promise<string[]> };
+    persona?: string;
   } = {},
 ): Promise<number> {
   let extensions: Record<'pg_trgm' | 'vector', ExtensionState> | undefined;
@@ -40,7 +47,12 @@ export async function runDoctor(
       name: 'personas',
       run: async () => {
         const personas = loadPersonas(settings.personasDir, { connectors: options.connectorIds });
-        if (options.tools) checkToolPolicies(personas, options.tools.map((t) => t.name));
+        if (options.catalog) {
+          // Each persona's lists may name its custom tools too.
+          const names = new Map<string, string[]>();
+          for (const persona of personas) names.set(persona.name, (await options.catalog.all(persona, { skip: ['mcp'] })).map((t) => t.name));
+          checkToolPolicies(personas, (persona) => names.get(persona.name) ?? []);
+        } else if (options.tools) checkToolPolicies(personas, options.tools.map((t) => t.name));
         return `${personas.length} in ${settings.personasDir}: ${personas.map((p) => p.name).join(', ')}`;
       },
     },
@@ -63,6 +75,7 @@ export async function runDoctor(
     },
     { name: 'pg_trgm', skip: () => !extensions, run: async () => checkExtension(extensions!.pg_trgm, memoryMigrated, EXTENSION_EFFECTS.pg_trgm) },
     { name: 'pgvector', skip: () => !extensions, run: async () => checkExtension(extensions!.vector, memoryMigrated, EXTENSION_EFFECTS.vector) },
+    { name: 'custom tools', skip: () => !options.customTools, run: () => checkCustomTools(settings, options.customTools!, options.connectorIds) },
     { name: 'model', run: () => checkModel(settings) },
     { name: 'embeddings', run: () => checkEmbeddings(settings) },
     { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
@@ -84,8 +97,45 @@ export async function runDoctor(
       out.write(`✗ ${check.name}: ${err instanceof Error ? err.message : String(err)}\n`);
     }
   }
+  if (options.persona !== undefined) failed += await writePersonaTools(settings, out, options.persona, options.catalog, options.connectorIds);
   out.write(failed ? `${failed} problem${failed > 1 ? 's' : ''} found\n` : 'all good\n');
   return failed ? 1 : 0;
+}
+
+/** Every custom tool folder that could not be loaded, per persona (each problem names the file and the JSON path). */
+async function checkCustomTools(
+  settings: Settings,
+  custom: { problems(persona: Persona): Promise<string[]> },
+  connectorIds?: readonly string[],
+): Promise<string | { warning: string }> {
+  let personas: Persona[] = [];
+  try {
+    personas = loadPersonas(settings.personasDir, { connectors: connectorIds });
+  } catch {
+    // The personas check reports that.
+  }
+  const problems = [...new Set((await Promise.all(personas.map((p) => custom.problems(p)))).flat())];
+  if (problems.length) return { warning: problems.join('; ') };
+  return settings.toolsDir ? `every folder loads (shared ones in ${settings.toolsDir})` : 'every folder loads';
+}
+
+/** The tools of one persona's turns, per kind of turn; 1 when there is no such persona (or no tool catalog). */
+async function writePersonaTools(settings: Settings, out: NodeJS.WritableStream, name: string, catalog?: ToolCatalog, connectorIds?: readonly string[]): Promise<number> {
+  let personas: Persona[];
+  try {
+    personas = loadPersonas(settings.personasDir, { connectors: connectorIds });
+  } catch {
+    return 0; // The personas check has said why.
+  }
+  const persona = personas.find((p) => p.name === name);
+  if (!persona || !catalog) {
+    out.write(`✗ tools of ${name}: there is no persona named "${name}" (the personas are ${personas.map((p) => p.name).join(', ') || 'none'})\n`);
+    return 1;
+  }
+  out.write(`\nTools of persona ${name}, by kind of turn:\n`);
+  for (const line of await turnToolsReport(catalog, persona)) out.write(`  ${line}\n`);
+  out.write('\n');
+  return 0;
 }
 
 /** What recall gains from each extension, and does without it; a missing pgvector is no warning (it is optional). */

@@ -110,32 +110,62 @@ boot too.
   },
   doctor: {
     summary: 'check configuration, database, model endpoint and connector tokens',
-    help: `Usage: parlor doctor
+    help: `Usage: parlor doctor [--persona NAME]
 
 Checks each part a running Parlor needs (personas, database, model endpoint, connector tokens, the shell sandbox,
 approvals) and says how to fix what is wrong. Exits 1 if a check fails.
+
+  --persona NAME   also list the tools NAME's turns see, for each kind of turn (user, cron, heartbeat, subagent)
 `,
-    options: {},
-    run: async (settings) => {
-      const [{ runDoctor }, { createBuiltinTools }, { ProcessRegistry }, { searchProviderFromSettings }, { MemoryRegistry }, { default: pino }] = await Promise.all([
+    options: { persona: { type: 'string' } },
+    run: async (settings, values) => {
+      const [
+        { runDoctor },
+        { createBuiltinTools },
+        { createCustomToolCommands },
+        { ProcessRegistry },
+        { searchProviderFromSettings },
+        { MemoryRegistry },
+        { ToolCatalog },
+        { createCustomToolProvider },
+        { default: pino },
+      ] = await Promise.all([
         import('#src/doctor.ts'),
         import('#tools/index.ts'),
+        import('#tools/shell-exec.ts'),
         import('#src/tools/processes.ts'),
         import('#src/tools/web/search.ts'),
         import('#src/memory/store.ts'),
+        import('#src/tools/catalog.ts'),
+        import('#src/tools/custom/provider.ts'),
         import('pino'),
       ]);
-      return runDoctor(settings, process.stdout, {
-        // The whole tool set, so that doctor checks every name a persona's tools.jsonc may use.
-        tools: createBuiltinTools({
-          timezone: settings.timezone,
-          processes: new ProcessRegistry(pino({ level: 'silent' })),
-          webSearch: searchProviderFromSettings(settings),
-          memory: new MemoryRegistry(),
-        }),
-        connectors: CONNECTORS,
-        connectorIds: CONNECTOR_IDS,
+      // The whole tool set, so that doctor checks every name a persona's tools.jsonc may use.
+      const tools = createBuiltinTools({
+        timezone: settings.timezone,
+        processes: new ProcessRegistry(pino({ level: 'silent' })),
+        webSearch: searchProviderFromSettings(settings),
+        memory: new MemoryRegistry(),
       });
+      const customTools = createCustomToolProvider({
+        sharedDir: settings.toolsDir,
+        reservedNames: tools.map((t) => t.name),
+        commands: createCustomToolCommands(),
+        log: pino({ level: 'silent' }),
+      });
+      const catalog = new ToolCatalog(tools, [customTools]);
+      try {
+        return await runDoctor(settings, process.stdout, {
+          tools,
+          connectors: CONNECTORS,
+          connectorIds: CONNECTOR_IDS,
+          catalog,
+          customTools,
+          ...(typeof values.persona === 'string' ? { persona: values.persona } : {}),
+        });
+      } finally {
+        await catalog.close();
+      }
     },
   },
 };

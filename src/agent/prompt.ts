@@ -168,5 +168,6 @@ function taskPrompt(ctx: PromptContext, when: string): string {
     '- Do the task in the first message with the tools you have. You have no chat history, and nobody can answer questions: decide for yourself.',
     `- Your final message is your report; it goes back to ${ctx.persona.name}, not to a person. Make it complete and concise: what you found or did, and anything that failed.`,
     '- When a tool reports an error (timeout, invalid_arguments, denied ...), adapt or say so in your report.',
+    ...(ctx.moreTools?.length ? ['', ...moreToolsSection(ctx.moreTools)] : []),
   ].join('\n');
 }

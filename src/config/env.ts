@@ -31,6 +31,8 @@ export interface Settings {
   databaseUrl?: string;
   home: string;
   personasDir: string;
+  /** Custom tool folders every persona has (PARLOR_TOOLS_DIR); each persona also has its own `tools/` folder. */
+  toolsDir?: string;
   llm?: LlmSettings;
   http: { port: number; host: string; apiToken?: string };
   timezone: string;
@@ -170,6 +172,7 @@ export function parseSettings(
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
     home: path.resolve(cwd, optional(env, 'PARLOR_HOME') ?? '.parlor'),
     personasDir: path.resolve(cwd, optional(env, 'PARLOR_PERSONAS_DIR') ?? 'personas'),
+    ...(optional(env, 'PARLOR_TOOLS_DIR') ? { toolsDir: path.resolve(cwd, optional(env, 'PARLOR_TOOLS_DIR')!) } : {}),
     llm,
     http: { port, host: optional(env, 'PARLOR_HTTP_HOST') ?? '127.0.0.1', apiToken: apiToken(env) },
     timezone,

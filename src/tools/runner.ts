@@ -1,6 +1,7 @@
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { Persona } from '#src/config/persona.ts';
 import type { ToolCall, ToolSpec } from '#src/llm/types.ts';
+import { listNames, visibleTools } from './catalog.ts';
 import { scrubSecrets } from './scrub.ts';
 import type { Tool, ToolContext, ToolOutput } from './types.ts';
 import type { TurnKind } from '#src/turns.ts';
@@ -12,9 +13,10 @@ const MAX_RESULT_CHARS = 32_000;
  * Whether a call of this tool waits for a person: when the persona lists it under `approve`, and, for a tool that acts
  * on the machine or the world, unless the persona lists it under `allow`.
  */
-export function needsApproval(tool: Pick<Tool, 'name' | 'approval'>, persona: Pick<Persona, 'tools'>): boolean {
-  if (persona.tools.approve.includes(tool.name)) return true;
-  return Boolean(tool.approval?.byDefault) && !persona.tools.allow.includes(tool.name);
+export function needsApproval(tool: Pick<Tool, 'name' | 'approval' | 'group' | 'server'>, persona: Pick<Persona, 'tools'>): boolean {
+  // By name or group; `approve` wins over `allow` (a tool in both asks).
+  if (listNames(persona.tools.approve, tool)) return true;
+  return Boolean(tool.approval?.byDefault) && !listNames(persona.tools.allow, tool);
 }
 
 /** Asks a human before a tool that needs approval runs. Resolves true to run it. */
@@ -40,14 +42,9 @@ export class ToolRunner {
     for (const tool of tools) this.validatorFor(tool);
   }
 
-  /** The tools a persona gets in a turn of this kind: after `contexts`, `deny` and `available()`. */
+  /** The runner's tools a persona gets in a turn of this kind, as the catalog narrows them (kind, deny, available). */
   toolsFor(persona: Persona, kind: TurnKind): Tool[] {
-    return this.tools.filter(
-      (t) =>
-        (!t.contexts || t.contexts.includes(kind)) &&
-        !persona.tools.deny.includes(t.name) &&
-        (t.available?.({ persona, kind }) ?? true),
-    );
+    return visibleTools(this.tools, { persona, kind });
   }
 
   specs(tools: readonly Tool[]): ToolSpec[] {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildSystemPrompt } from '../../src/agent/prompt.ts';
+import { buildSystemPrompt, MORE_TOOLS_PROMPT_MAX_CHARS } from '../../src/agent/prompt.ts';
 import { makePersona } from '../support/persona.ts';
 
 const base = { persona: makePersona(), kind: 'user' as const, conversationId: 'tester:chat:u1', timezone: 'UTC', now: new Date('2026-12-01T12:00:00Z') };
@@ -48,5 +48,27 @@ describe('the system prompt across the turns of a day', () => {
     const order = ['## This turn', '## Skills', '## Now', '## What you know of chat:u1'].map((h) => prompt.indexOf(h));
     expect(order.every((i) => i >= 0)).toBe(true);
     expect([...order].sort((a, b) => a - b)).toEqual(order);
+  });
+});
+
+describe('the search-tier listing', () => {
+  const many = (n: number) => Array.from({ length: n }, (_, i) => ({ name: `tool_${i}`, description: `Does thing ${i}. More detail that is not shown.` }));
+
+  it('lists the tools by name and first sentence, before the date, and counts those it leaves out', () => {
+    const prompt = buildSystemPrompt({ ...base, toolNames: ['clock', 'tool_activate'], moreTools: many(200) });
+    expect(prompt).toContain('## More tools\nCall tool_activate with a name to use one of these');
+    expect(prompt).toContain('- tool_0: Does thing 0.');
+    expect(prompt).not.toContain('More detail');
+    expect(prompt.indexOf('## More tools')).toBeLessThan(prompt.indexOf('## Now'));
+    const section = prompt.slice(prompt.indexOf('## More tools'), prompt.indexOf('## Now'));
+    expect(section.length).toBeLessThanOrEqual(MORE_TOOLS_PROMPT_MAX_CHARS + 2);
+    expect(section).toMatch(/- \((\d+) more: tool_search finds them\)/);
+    const shown = section.split('\n').filter((l) => l.startsWith('- tool_')).length;
+    expect(Number(/\((\d+) more/.exec(section)![1]) + shown).toBe(200);
+  });
+
+  it('is in a task brief too, and absent when there is nothing to activate', () => {
+    expect(buildSystemPrompt({ ...base, kind: 'task', toolNames: [], moreTools: many(2) })).toContain('- tool_1: Does thing 1.');
+    expect(buildSystemPrompt({ ...base, toolNames: [], moreTools: [] })).not.toContain('## More tools');
   });
 });
