@@ -12,9 +12,7 @@ export function createToolActivateTool(): Tool<Args> {
   return {
     name: 'tool_activate',
     group: 'other',
-    description:
-      'Make one of the tools listed under "More tools" in your instructions callable: you can call it from your next step on, ' +
-      'in this conversation. tool_search shows what its parameters are.',
+    description: 'Make a tool of "More tools" callable from your next step on, in this conversation.',
     parameters: {
       type: 'object',
       additionalProperties: false,

@@ -18,16 +18,14 @@ export function createToolSearchTool(): Tool<Args> {
   return {
     name: 'tool_search',
     group: 'other',
-    description:
-      'Find more tools (custom and MCP tools listed under "More tools" in your instructions) by what they do, and read their parameters. ' +
-      'It only describes them: call tool_activate with a name to be able to call that tool.',
+    description: 'Find tools of "More tools" by what they do, with their parameters (then tool_activate one).',
     parameters: {
       type: 'object',
       additionalProperties: false,
       required: ['query'],
       properties: {
-        query: { type: 'string', maxLength: 200, description: 'Words of the tool name or of what it should do; empty lists the first tools.' },
-        limit: { type: 'integer', minimum: 1, maximum: MAX_LIMIT, description: `At most this many (default ${DEFAULT_LIMIT}).` },
+        query: { type: 'string', maxLength: 200, description: 'What the tool should do; empty lists some.' },
+        limit: { type: 'integer', minimum: 1, maximum: MAX_LIMIT },
       },
     },
     timeoutMs: 5000,

@@ -20,9 +20,9 @@ export interface PromptContext {
 }
 
 /** The share of the prompt that lists the search-tier tools, at most, however many there are. */
-export const MORE_TOOLS_PROMPT_MAX_CHARS = 1600;
+export const MORE_TOOLS_PROMPT_MAX_CHARS = 1000;
 /** Each listed tool's description is cut to its first sentence, and to this. */
-const MORE_TOOL_LINE_CHARS = 90;
+const MORE_TOOL_LINE_CHARS = 70;
 
 /** The user model's share of the prompt, at most: the most confident and newest aspects first, the rest left out. */
 export const USER_MODEL_PROMPT_MAX_CHARS = 1500;
@@ -128,7 +128,7 @@ export function buildSystemPrompt(ctx: PromptContext): string {
  * does not say which are active (the tools the call carries say that), so it stays the same as tools are activated.
  */
 function moreToolsSection(tools: readonly { name: string; description: string }[]): string[] {
-  const lines = ['## More tools', 'Call tool_activate with a name to use one of these (tool_search shows their parameters and finds the rest):'];
+  const lines = ['## More tools', 'tool_activate makes one callable; tool_search shows parameters and finds more:'];
   let room = MORE_TOOLS_PROMPT_MAX_CHARS - lines.join('\n').length - 40;
   let shown = 0;
   for (const tool of tools) {

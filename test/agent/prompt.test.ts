@@ -56,7 +56,7 @@ describe('the search-tier listing', () => {
 
   it('lists the tools by name and first sentence, before the date, and counts those it leaves out', () => {
     const prompt = buildSystemPrompt({ ...base, toolNames: ['clock', 'tool_activate'], moreTools: many(200) });
-    expect(prompt).toContain('## More tools\nCall tool_activate with a name to use one of these');
+    expect(prompt).toContain('## More tools\ntool_activate makes one callable; tool_search shows parameters and finds more:');
     expect(prompt).toContain('- tool_0: Does thing 0.');
     expect(prompt).not.toContain('More detail');
     expect(prompt.indexOf('## More tools')).toBeLessThan(prompt.indexOf('## Now'));
