@@ -28,6 +28,7 @@ import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { ToolCatalog } from '#src/tools/catalog.ts';
 import { createCustomToolProvider } from '#src/tools/custom/provider.ts';
+import { createMcpToolProvider } from '#src/mcp/index.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
 import { shellAccess, shellSandboxStatus } from '#src/tools/sandbox.ts';
 import { startMemoryService } from '#src/memory/service.ts';
@@ -137,6 +138,8 @@ export async function startApp(options: AppOptions): Promise<App> {
       commands: createCustomToolCommands({ hide: [...hide, ...personas.map((p) => p.dir)] }),
       log: log.child({ module: 'custom-tools' }),
     }),
+    // MCP servers of mcp.jsonc (PARLOR_HOME's for every persona, and each persona's own), started when first needed.
+    createMcpToolProvider({ globalFile: path.join(settings.home, 'mcp.jsonc'), env: process.env, log: log.child({ module: 'mcp' }) }),
   ];
   const catalog = new ToolCatalog(toolList, providers, log.child({ module: 'tools' }));
   // Each persona's lists name its own tools: the built-ins and its custom tools (MCP servers may not be up yet).

@@ -8,6 +8,7 @@ import { extensionStates, type ExtensionState } from '#src/db/extensions.ts';
 import { modelEndpoint } from '#src/llm/index.ts';
 import { createEmbeddingClient, type EmbeddingError } from '#src/memory/embeddings.ts';
 import { checkToolPolicies, unapprovedActions } from '#src/tools/policy.ts';
+import { formatMcpStatus, mcpStatusHasProblems, type McpToolProvider } from '#src/mcp/index.ts';
 import type { ToolCatalog } from '#src/tools/catalog.ts';
 import { turnToolsReport } from '#src/tools/tool-report.ts';
 import type { Tool } from '#src/tools/types.ts';
@@ -37,6 +38,8 @@ export async function runDoctor(
     catalog?: ToolCatalog;
     /** The custom tool folders: what each persona's could not load. */
     customTools?: { problems(persona: Persona): Promise<string[]> };
+    /** The MCP servers of mcp.jsonc: each is started and asked for its tools. */
+    mcp?: Pick<McpToolProvider, 'check'>;
     persona?: string;
   } = {},
 ): Promise<number> {
@@ -76,6 +79,7 @@ export async function runDoctor(
     { name: 'pg_trgm', skip: () => !extensions, run: async () => checkExtension(extensions!.pg_trgm, memoryMigrated, EXTENSION_EFFECTS.pg_trgm) },
     { name: 'pgvector', skip: () => !extensions, run: async () => checkExtension(extensions!.vector, memoryMigrated, EXTENSION_EFFECTS.vector) },
     { name: 'custom tools', skip: () => !options.customTools, run: () => checkCustomTools(settings, options.customTools!, options.connectorIds) },
+    { name: 'MCP servers', skip: () => !options.mcp, run: () => checkMcp(settings, options.mcp!, options.connectorIds) },
     { name: 'model', run: () => checkModel(settings) },
     { name: 'embeddings', run: () => checkEmbeddings(settings) },
     { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
@@ -117,6 +121,21 @@ async function checkCustomTools(
   const problems = [...new Set((await Promise.all(personas.map((p) => custom.problems(p)))).flat())];
   if (problems.length) return { warning: problems.join('; ') };
   return settings.toolsDir ? `every folder loads (shared ones in ${settings.toolsDir})` : 'every folder loads';
+}
+
+/** Each MCP server of every mcp.jsonc, started: its state and its tools, on lines of their own below the check. */
+async function checkMcp(settings: Settings, mcp: Pick<McpToolProvider, 'check'>, connectorIds?: readonly string[]): Promise<string | { warning: string }> {
+  let personas: Persona[] = [];
+  try {
+    personas = loadPersonas(settings.personasDir, { connectors: connectorIds });
+  } catch {
+    // The personas check reports that.
+  }
+  const status = await mcp.check(personas);
+  if (!status.servers.length && !status.files.length) return `none declared (in ${status.globalFile} or a persona's mcp.jsonc)`;
+  const lines = formatMcpStatus(status);
+  const summary = `${status.servers.length} server${status.servers.length === 1 ? '' : 's'}:\n${lines.map((l) => `    ${l}`).join('\n')}`;
+  return mcpStatusHasProblems(status) ? { warning: summary } : summary;
 }
 
 /** The tools of one persona's turns, per kind of turn; 1 when there is no such persona (or no tool catalog). */

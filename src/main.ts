@@ -128,7 +128,9 @@ approvals) and says how to fix what is wrong. Exits 1 if a check fails.
         { MemoryRegistry },
         { ToolCatalog },
         { createCustomToolProvider },
+        { createMcpToolProvider },
         { default: pino },
+        { default: path },
       ] = await Promise.all([
         import('#src/doctor.ts'),
         import('#tools/index.ts'),
@@ -138,7 +140,9 @@ approvals) and says how to fix what is wrong. Exits 1 if a check fails.
         import('#src/memory/store.ts'),
         import('#src/tools/catalog.ts'),
         import('#src/tools/custom/provider.ts'),
+        import('#src/mcp/index.ts'),
         import('pino'),
+        import('node:path'),
       ]);
       // The whole tool set, so that doctor checks every name a persona's tools.jsonc may use.
       const tools = createBuiltinTools({
@@ -153,7 +157,8 @@ approvals) and says how to fix what is wrong. Exits 1 if a check fails.
         commands: createCustomToolCommands(),
         log: pino({ level: 'silent' }),
       });
-      const catalog = new ToolCatalog(tools, [customTools]);
+      const mcp = createMcpToolProvider({ globalFile: path.join(settings.home, 'mcp.jsonc'), env: process.env, log: pino({ level: 'silent' }) });
+      const catalog = new ToolCatalog(tools, [customTools, mcp]);
       try {
         return await runDoctor(settings, process.stdout, {
           tools,
@@ -161,6 +166,7 @@ approvals) and says how to fix what is wrong. Exits 1 if a check fails.
           connectorIds: CONNECTOR_IDS,
           catalog,
           customTools,
+          mcp,
           ...(typeof values.persona === 'string' ? { persona: values.persona } : {}),
         });
       } finally {

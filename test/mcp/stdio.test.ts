@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Persona } from '#src/config/persona.ts';
 import { createMcpToolProvider, type McpToolProvider } from '#src/mcp/index.ts';
+import { ToolRunner } from '#src/tools/runner.ts';
 import { FAST, makeMcpHome, REPO_ROOT, runTool, stdioEntry, type McpHome } from '../support/mcp-fixtures.ts';
 import { makeToolContext } from '../support/persona.ts';
 import { until } from '../support/until.ts';
@@ -57,6 +58,22 @@ describe('a stdio MCP server', () => {
     again.forEach((tool, i) => expect(tool).toBe(tools[i]));
     // The server's schema is the tool's parameters: the runner refuses a bad call before it reaches the server.
     expect(await runTool(tools, 'mcp_local_add', { a: 'two', b: 3 }, ctx)).toMatch(/^invalid_arguments: \/a must be number/);
+  });
+
+  it('asks a person before a call unless the persona allows the server, except for a tool the server marks read-only', async () => {
+    const cautious = await home.persona('cautious');
+    const owner = { ...cautious, tools: { ...cautious.tools, allow: [] } };
+    const tools = await provider.tools(owner);
+    const asked: string[] = [];
+    const runner = new ToolRunner(tools, async ({ tool }) => {
+      asked.push(tool.name);
+      return { allowed: false, reason: 'no' };
+    });
+    const ctx = makeToolContext({ persona: owner });
+    const call = (name: string, args: unknown) => runner.execute({ id: 'c', name, arguments: JSON.stringify(args) }, tools, ctx);
+    expect((await call('mcp_local_echo', { text: 'hi' })).content).toBe('denied: mcp_local_echo did not run (no).');
+    expect((await call('mcp_local_read_file_info', {})).content).toBe('info');
+    expect(asked).toEqual(['mcp_local_echo']);
   });
 
   it('turns isError into an error result and describes parts that are not text', async () => {

@@ -54,6 +54,8 @@ export interface Harness {
   chat: RecordingConnector;
   db: TestDatabase;
   personasDir: string;
+  /** PARLOR_HOME: a scratch folder of the harness's own. */
+  home: string;
   /** Runs SQL against the test database and returns the rows. */
   query<T>(statement: SQL): Promise<T[]>;
   /** Starts another Parlor instance (another "process") on the same database. */
@@ -74,7 +76,10 @@ export async function startHarness(
   const db = await createTestDatabase();
   const fake = await startFakeLlm();
   const personasDir = await writePersonas(options.personas ?? { testy: TEST_PERSONA });
+  // Parlor's home of its own (mcp.jsonc, outgoing files): nothing of the machine's leaks into a test.
+  const home = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-home-'));
   const settings = parseSettings({
+    PARLOR_HOME: home,
     DATABASE_URL: db.url,
     ...(options.provider === 'anthropic'
       ? { LLM_PROVIDER: 'anthropic', LLM_BASE_URL: fake.anthropicBaseUrl, LLM_API_KEY: 'test-key' }
@@ -95,6 +100,7 @@ export async function startHarness(
     chat,
     db,
     personasDir,
+    home,
     query: async <T>(statement: SQL) => (await app.database.db.execute(statement)) as unknown as T[],
     async startPeer(peerOptions = {}) {
       const peer = await startApp({ ...base, connectors: () => [], remoteConnectors: ['chat'], ...peerOptions });
@@ -107,6 +113,7 @@ export async function startHarness(
       await fake.close();
       await db.drop();
       await fs.rm(personasDir, { recursive: true, force: true });
+      await fs.rm(home, { recursive: true, force: true });
     },
   };
 }

@@ -42,7 +42,8 @@ export async function makeMcpHome(): Promise<McpHome> {
       const personaDir = path.join(dir, 'personas', name);
       await fs.mkdir(path.join(personaDir, 'workspace'), { recursive: true });
       if (config !== undefined) await write(path.join(personaDir, 'mcp.jsonc'), config);
-      return makePersona({ name, dir: personaDir, workspace: path.join(personaDir, 'workspace'), secrets });
+      // MCP tools ask first unless allowed: these personas allow them, as an owner who set up the server would.
+      return makePersona({ name, dir: personaDir, workspace: path.join(personaDir, 'workspace'), secrets, tools: { allow: ['group:mcp'] } });
     },
     writePersona: (persona, config) => write(path.join(persona.dir, 'mcp.jsonc'), config),
     remove: () => fs.rm(dir, { recursive: true, force: true }),

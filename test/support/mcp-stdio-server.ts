@@ -58,7 +58,7 @@ server.registerTool('stats', { description: 'How many calls it answered and how 
   content: [{ type: 'text', text: JSON.stringify({ calls, cancelled, pid: process.pid }) }],
 }));
 
-server.registerTool('readFileInfo', { description: 'A camelCase name.' }, async () => ({ content: [{ type: 'text', text: 'info' }] }));
+server.registerTool('readFileInfo', { description: 'A camelCase name.', annotations: { readOnlyHint: true } }, async () => ({ content: [{ type: 'text', text: 'info' }] }));
 
 server.registerTool('grow', { description: 'Adds the tool "late" (the client hears tools/list_changed).' }, async () => {
   server.registerTool('late', { description: 'Added while connected.' }, async () => ({ content: [{ type: 'text', text: 'late answer' }] }));

@@ -1,15 +1,19 @@
 // parlor doctor --persona NAME: the tools each kind of turn sees, computed as a turn computes them (deny by group,
 // the subagent deny list, what asks first, and the search tier to activate).
 import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseSettings } from '../../src/config/env.ts';
 import { runDoctor } from '../../src/doctor.ts';
+import { createMcpToolProvider } from '../../src/mcp/index.ts';
 import { MemoryRegistry } from '../../src/memory/store.ts';
 import { ToolCatalog } from '../../src/tools/catalog.ts';
 import type { Tool } from '../../src/tools/types.ts';
 import { createBuiltinTools } from '../../tools/index.ts';
 import { TEST_PERSONA, writePersonas } from '../support/harness.ts';
+import { FAST, stdioEntry } from '../support/mcp-fixtures.ts';
 
 let personasDir: string;
 const custom: Tool = { name: 'dns_lookup', description: 'Resolve a name.', group: 'custom', tier: 'search', parameters: { type: 'object' }, run: async () => 'ok' };
@@ -74,6 +78,29 @@ describe('parlor doctor and custom tool folders', () => {
       expect(lines.find((l) => l.startsWith('✓ personas:'))).toBeDefined();
       expect(lines).toContain(`! custom tools: ${dir}/testy/tools/broken/tool.json: /name is missing`);
     } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('parlor doctor and MCP servers', () => {
+  it("starts each declared server and lists its state and tools; --persona shows them to activate", async () => {
+    const home = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-doctor-mcp-'));
+    const dir = await writePersonas({ testy: TEST_PERSONA });
+    const globalFile = path.join(home, 'mcp.jsonc');
+    await fs.writeFile(globalFile, JSON.stringify({ servers: { local: stdioEntry({ allow: ['echo', 'add'] }), gone: { command: 'no-such-mcp-server-here' } } }));
+    const mcp = createMcpToolProvider({ ...FAST, globalFile });
+    try {
+      let out = '';
+      const stream = new Writable({ write: (chunk, _enc, done) => ((out += String(chunk)), done()) });
+      const settings = parseSettings({ DATABASE_URL: 'postgres://127.0.0.1:9/x', LLM_BASE_URL: 'http://127.0.0.1:9/v1', LLM_MODEL: 'x', PARLOR_PERSONAS_DIR: dir, PARLOR_HOME: home });
+      const tools = createBuiltinTools({ timezone: 'UTC' });
+      await runDoctor(settings, stream, { tools, catalog: new ToolCatalog(tools, [mcp]), mcp, persona: 'testy' });
+      expect(out).toMatch(/! MCP servers: 2 servers:\n {4}local \(global, stdio\): connected \(pid \d+\), 2 tools: mcp_local_(echo|add), mcp_local_(echo|add)\n {4}gone \(global, stdio\): down: .*no-such-mcp-server-here/);
+      expect(out).toMatch(/ {4}and 2 to activate with tool_activate: mcp_local_\w+, mcp_local_\w+/);
+    } finally {
+      await mcp.close();
+      await fs.rm(home, { recursive: true, force: true });
       await fs.rm(dir, { recursive: true, force: true });
     }
   });
