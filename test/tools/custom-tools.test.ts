@@ -79,6 +79,8 @@ describe('custom tools: loading', () => {
       ['neither', { name: 'g', description: 'g', parameters: { type: 'object' } }, 'give exactly one of "command"'],
       ['placeholder', { name: 'h', description: 'h', parameters: stringParams('domain'), command: 'dig {{domian}}' }, '/command: {{domian}} names no parameter (the parameters are domain); add it to /parameters/properties'],
       ['not-a-placeholder', { name: 'i', description: 'i', parameters: stringParams('domain'), command: 'dig {{ do-main }}' }, '/command: "{{ do-main }}" is not a placeholder'],
+      ['single-quoted', { name: 'm', description: 'm', parameters: stringParams('who'), command: "echo 'hi {{who}}'" }, '/command: {{who}} is inside quotes; write it without them'],
+      ['double-quoted', { name: 'n', description: 'n', parameters: stringParams('who'), command: 'echo "it\\"s {{who}}"' }, '/command: {{who}} is inside quotes; write it without them'],
       ['missing-run', { name: 'j', description: 'j', parameters: { type: 'object' }, run: './nothing.sh' }, '/run "./nothing.sh" does not exist in'],
       ['outside-run', { name: 'k', description: 'k', parameters: { type: 'object' }, run: '../../.env' }, '/run "../../.env" leads outside the tool\'s folder'],
       ['typo-keyword', { name: 'l', description: 'l', parameters: { type: 'object', requried: ['x'] }, command: 'true' }, '/parameters is not a schema that can be used (strict mode: unknown keyword: "requried")'],

@@ -142,11 +142,31 @@ function checkPlaceholders(command: string, parameters: Record<string, unknown>)
   for (const match of command.matchAll(PLACEHOLDER)) {
     const name = PARAMETER_NAME.exec(match[1]!)?.[1];
     if (!name) return `/command: "${match[0]}" is not a placeholder; write {{name}} with a parameter's name`;
+    // A quoted value put inside quotes of the template's own would end them: the value could then run as code.
+    if (quotedAt(command, match.index!)) return `/command: {{${name}}} is inside quotes; write it without them (each value is quoted for the shell already)`;
     if (!known.includes(name)) {
       return `/command: {{${name}}} names no parameter (${known.length ? `the parameters are ${known.join(', ')}` : 'there are no parameters'}); add it to /parameters/properties`;
     }
   }
   return undefined;
+}
+
+/** Whether `at` in a shell command is inside single or double quotes. */
+function quotedAt(command: string, at: number): boolean {
+  let quote: "'" | '"' | undefined;
+  for (let i = 0; i < at; i++) {
+    const ch = command[i];
+    if (quote === "'") {
+      if (ch === "'") quote = undefined;
+    } else if (ch === '\\') {
+      i++;
+    } else if (ch === quote) {
+      quote = undefined;
+    } else if (!quote && (ch === "'" || ch === '"')) {
+      quote = ch;
+    }
+  }
+  return quote !== undefined;
 }
 
 /** `run` names an executable file inside the folder (its real path), or what is wrong. */
