@@ -2,21 +2,30 @@
 // and called; a call that never answers ends in a timeout result and the turn still answers; a server that asks
 // first unless the persona allows it.
 import fs from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createMcpToolProvider, type McpToolProvider } from '../../src/mcp/index.ts';
 import type { RecordedRequest } from '../support/fake-llm.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
-import { stdioEntry } from '../support/mcp-fixtures.ts';
+import { FAST, stdioEntry } from '../support/mcp-fixtures.ts';
 
 const lastToolResult = (req: RecordedRequest) => String((req.body.messages as { role: string; content: unknown }[]).findLast((m) => m.role === 'tool')?.content);
 
 describe('an MCP server in a turn', () => {
   let h: Harness;
+  let mcp: McpToolProvider;
   beforeAll(async () => {
-    h = await startHarness({ personas: { testy: { ...TEST_PERSONA, tools: { allow: ['group:mcp:local'] } } } });
+    // The provider Parlor makes, but with room for the test server's first start on a busy machine (a turn waits 2 s
+    // for it by default, and the server would be listed from the next turn).
+    mcp = createMcpToolProvider({ ...FAST, globalFile: path.join(os.tmpdir(), 'parlor-no-global-mcp.jsonc') });
+    h = await startHarness({ personas: { testy: { ...TEST_PERSONA, tools: { allow: ['group:mcp:local'] } } }, app: { toolProviders: [mcp] } });
     await fs.writeFile(path.join(h.personasDir, 'testy', 'mcp.jsonc'), JSON.stringify({ servers: { local: stdioEntry({ timeoutSeconds: 1, allow: ['add', 'slow'] }) } }));
   });
-  afterAll(() => h?.stop());
+  afterAll(async () => {
+    await h?.stop();
+    await mcp?.close();
+  });
   beforeEach(() => {
     h.fake.reset();
     h.chat.sent.length = 0;
