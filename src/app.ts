@@ -26,6 +26,8 @@ import { createModelClient, modelEndpoint, withModelRetries } from '#src/llm/ind
 import type { ModelClient } from '#src/llm/types.ts';
 import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
+import { ConfigError } from '#src/config/errors.ts';
+import { createExclusiveLocks } from '#src/db/exclusive-locks.ts';
 import { ToolCatalog } from '#src/tools/catalog.ts';
 import { createCustomToolProvider } from '#src/tools/custom/provider.ts';
 import { createMcpToolProvider } from '#src/mcp/index.ts';
@@ -192,6 +194,21 @@ export async function startApp(options: AppOptions): Promise<App> {
 
     const connectors = new Map<string, Connector>();
     for (const c of given) connectors.set(c.id, c);
+    // One receiver per bot token across the deployment where the platform allows only one (long polling, a gateway,
+    // a socket): a second process is refused before it splits or doubles the events.
+    const exclusive = createExclusiveLocks(database);
+    cleanups.push(() => exclusive.release());
+    for (const connector of connectors.values()) {
+      if (connector.exclusive) {
+        const lock = await exclusive.take(connector.exclusive.key);
+        if (!lock.taken) {
+          throw new ConfigError(
+            `another Parlor process on this database already runs ${connector.exclusive.describe}${lock.holder ? ` (${lock.holder})` : ''}; ` +
+              'the platform gives its events to one receiver per token: stop that process, or start this one with --role worker',
+          );
+        }
+      }
+    }
     const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...(options.remoteConnectors ?? []), ...connectors.keys()])];
     const delivery = createDelivery({ db: database.db, sql: database.sql, session: database.applicationName, connectors, knownConnectors, log });
     cleanups.push(() => delivery.stop());

@@ -1,5 +1,17 @@
 // The contract between the core and a platform adapter (connectors/). Capabilities are data, not hooks.
 
+/**
+ * What only one process may receive with at a time (a bot token's long polling, a gateway session, a socket): two
+ * would split or duplicate the platform's events. The core holds a lock on it across the deployment while the
+ * connector runs, and refuses to start a second one. Absent where several processes may receive (webhooks, HTTP).
+ */
+export interface ExclusiveReceiver {
+  /** Unique per token and way of receiving (`telegram-polling:<hash of the token>`); never the token itself. */
+  key: string;
+  /** How the refusal names it: "Telegram long polling for @parlor_bot". */
+  describe: string;
+}
+
 export interface ConnectorCapabilities {
   buttons: boolean;
   /** The bot may edit its own messages (a streamed reply, a question's outcome); absent: it cannot. */
@@ -153,6 +165,8 @@ export interface Connector {
   capabilities: ConnectorCapabilities;
   /** An HTTP endpoint on Parlor's server for platforms that push events (web-standard Request/Response). */
   webhook?: { path: string; handle(request: Request): Promise<Response> };
+  /** Set when only one process at a time may receive this connector's events (see ExclusiveReceiver). */
+  exclusive?: ExclusiveReceiver;
   start(onInbound: InboundHandler): Promise<void>;
   stop(): Promise<void>;
   send(message: OutboundMessage): Promise<SentMessage>;

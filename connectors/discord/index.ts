@@ -29,6 +29,7 @@ import {
 } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { sleep } from '#src/retry.ts';
+import { exclusiveReceiver } from '../shared/exclusive.ts';
 import { keepConnecting as reconnect } from '../shared/reconnect.ts';
 import { componentsFor } from './components.ts';
 import { downloadAttachment } from './download.ts';
@@ -278,6 +279,8 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
 
   const connector: Connector = {
     id: 'discord',
+    // Every gateway session of a token receives every event: one process holds the gateway.
+    exclusive: exclusiveReceiver('discord-gateway', options.token, 'the Discord gateway for this bot token'),
     capabilities: {
       buttons: true,
       edits: EDIT_LIMITS,

@@ -12,6 +12,7 @@ import {
 } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { sleep } from '#src/retry.ts';
+import { exclusiveReceiver } from '../shared/exclusive.ts';
 import { keepConnecting as reconnect } from '../shared/reconnect.ts';
 import { acknowledgeBy } from '../shared/ack.ts';
 import { createSlackDraft, EDIT_LIMITS } from './draft.ts';
@@ -305,6 +306,8 @@ export function createSlackConnector(options: SlackOptions): Connector {
       maxTextLength: TEXT_LIMIT,
       ackDeadlineMs: ACK_DEADLINE_MS,
     },
+    // One Socket Mode connection per app token across the deployment; HTTP events may reach several processes.
+    ...(socketMode ? { exclusive: exclusiveReceiver('slack-socket', options.appToken!, 'Slack Socket Mode for this app token') } : {}),
     ...(socketMode ? {} : { webhook: { path: EVENTS_PATH, handle: (request: Request) => (receiver ? receiver.handle(request) : Promise.resolve(new Response('not ready', { status: 503 }))) } }),
 
     async start(onInbound) {

@@ -16,6 +16,7 @@ import {
   type SentMessage,
 } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
+import { exclusiveReceiver } from '../shared/exclusive.ts';
 import { keepConnecting as reconnect } from '../shared/reconnect.ts';
 import { saveDownload } from '../shared/download.ts';
 import { CAPTION_LIMIT, formatForTelegram, splitText, TEXT_LIMIT } from './format.ts';
@@ -187,7 +188,10 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
       privateReplies: false,
       maxTextLength: TEXT_LIMIT,
     },
-    ...(options.webhookUrl ? { webhook: { path: WEBHOOK_PATH, handle: handleWebhook } } : {}),
+    // Telegram gives a token's updates to one long poller (a second gets 409): one process polls; webhooks may be many.
+    ...(options.webhookUrl
+      ? { webhook: { path: WEBHOOK_PATH, handle: handleWebhook } }
+      : { exclusive: exclusiveReceiver('telegram-polling', options.token, 'Telegram long polling for this bot token') }),
 
     async start(onInbound) {
       handler = onInbound;

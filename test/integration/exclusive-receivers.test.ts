@@ -1,0 +1,50 @@
+// One receiver per bot token across processes on one database, where the platform gives a token's events to one
+// receiver (Telegram long polling, a Discord gateway, Slack Socket Mode): a second process is refused with what to
+// do, and may start once the first has stopped. Webhook and HTTP modes take no lock.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { App } from '../../src/app.ts';
+import { createDiscordConnector } from '../../connectors/discord/index.ts';
+import { createSlackConnector } from '../../connectors/slack/index.ts';
+import { createTelegramConnector } from '../../connectors/telegram/index.ts';
+import pino from 'pino';
+import { createRecordingConnector } from '../support/recording-connector.ts';
+import { startHarness, type Harness } from '../support/harness.ts';
+
+const receiver = (key: string) => Object.assign(createRecordingConnector('chat'), { exclusive: { key, describe: 'the test platform for this token' } });
+
+describe('exclusive receivers', () => {
+  let h: Harness;
+  beforeAll(async () => {
+    h = await startHarness();
+  });
+  afterAll(() => h?.stop());
+
+  it('refuses a second process for the same token, naming the one that has it, and lets it start once that one stops', async () => {
+    const first = await h.startPeer({ connectors: () => [receiver('test:token-a')] });
+    let second: App | undefined;
+    try {
+      await expect(h.startPeer({ connectors: () => [receiver('test:token-a')] })).rejects.toThrow(
+        /^another Parlor process on this database already runs the test platform for this token \(parlor:\d+:[0-9a-f]+( from [0-9a-f.:]+)?\); the platform gives its events to one receiver per token: stop that process, or start this one with --role worker$/,
+      );
+      // Another token is another receiver.
+      second = await h.startPeer({ connectors: () => [receiver('test:token-b')] });
+      await first.stop();
+      const third = await h.startPeer({ connectors: () => [receiver('test:token-a')] });
+      await third.stop();
+    } finally {
+      await second?.stop();
+    }
+  });
+
+  it('is asked for where the platform allows one receiver, by a hash of the token, and not for webhooks', () => {
+    const log = pino({ level: 'silent' });
+    const polling = createTelegramConnector({ token: '123456:AAtelegram-secret-token', log });
+    const webhook = createTelegramConnector({ token: '123456:AAtelegram-secret-token', webhookUrl: 'https://example.org', log });
+    expect(polling.exclusive?.key).toMatch(/^telegram-polling:[0-9a-f]{24}$/);
+    expect(polling.exclusive?.key).not.toContain('secret');
+    expect(webhook.exclusive).toBeUndefined();
+    expect(createDiscordConnector({ token: 'discord-token', log }).exclusive?.key).toMatch(/^discord-gateway:[0-9a-f]{24}$/);
+    expect(createSlackConnector({ botToken: 'xoxb-1', appToken: 'xapp-1', log }).exclusive?.key).toMatch(/^slack-socket:[0-9a-f]{24}$/);
+    expect(createSlackConnector({ botToken: 'xoxb-1', signingSecret: 'shh', log }).exclusive).toBeUndefined();
+  });
+});
