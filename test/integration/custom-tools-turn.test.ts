@@ -3,10 +3,8 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import type { RecordedRequest } from '../support/fake-llm.ts';
+import { lastToolResult } from '../support/fake-llm.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
-
-const lastToolResult = (req: RecordedRequest) => String((req.body.messages as { role: string; content: unknown }[]).findLast((m) => m.role === 'tool')?.content);
 
 async function addTool(dir: string, folder: string, manifest: Record<string, unknown>): Promise<void> {
   await fs.mkdir(path.join(dir, folder), { recursive: true });

@@ -6,11 +6,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createMcpToolProvider, type McpToolProvider } from '../../src/mcp/index.ts';
-import type { RecordedRequest } from '../support/fake-llm.ts';
+import { lastToolResult } from '../support/fake-llm.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
 import { FAST, stdioEntry } from '../support/mcp-fixtures.ts';
-
-const lastToolResult = (req: RecordedRequest) => String((req.body.messages as { role: string; content: unknown }[]).findLast((m) => m.role === 'tool')?.content);
 
 describe('an MCP server in a turn', () => {
   let h: Harness;

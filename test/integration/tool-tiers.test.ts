@@ -6,10 +6,8 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { MORE_TOOLS_PROMPT_MAX_CHARS } from '../../src/agent/prompt.ts';
 import type { Tool, ToolProvider } from '../../src/tools/types.ts';
-import type { RecordedRequest } from '../support/fake-llm.ts';
+import { lastToolResult } from '../support/fake-llm.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
-
-const lastToolResult = (req: RecordedRequest) => String((req.body.messages as { role: string; content: unknown }[]).findLast((m) => m.role === 'tool')?.content);
 
 /** A provider of `count` search-tier tools (dns_lookup first), each recording its calls. */
 function provider(count = 3): ToolProvider & { calls: string[] } {

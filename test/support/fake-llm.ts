@@ -360,3 +360,8 @@ export async function startFakeLlm(): Promise<FakeLlm> {
     },
   };
 }
+
+/** The text of the last tool result a request carries (OpenAI wire format), for checking what a tool answered. */
+export function lastToolResult(req: RecordedRequest): string {
+  return String((req.body.messages as { role: string; content: unknown }[]).findLast((m) => m.role === 'tool')?.content);
+}
