@@ -51,11 +51,12 @@ its input piped, it asks nothing.
   },
   start: {
     summary: 'run Parlor: connectors, HTTP server and turn workers',
-    help: `Usage: parlor start [--role all|worker]
+    help: `Usage: parlor start [--role all|ingress|worker]
 
 Runs Parlor until Ctrl-C: the platform connectors whose tokens are set, the HTTP server and the turn workers.
-  --role all      everything (the default)
-  --role worker   turn jobs only, no connectors and no HTTP server; add it beside another process on the same database
+  --role all       everything (the default)
+  --role ingress   the connectors and the HTTP server, no turns: --role worker processes on the same database run them
+  --role worker    turn jobs only, no connectors and no HTTP server; add it beside another process on the same database
 `,
     options: { role: { type: 'string', default: 'all' } },
     run: async (settings, values) => (await import('#src/cli/start.ts')).start(settings, values as { role: string }),

@@ -1,4 +1,5 @@
-// `parlor start`: connectors, the HTTP server and turn workers; or, with `--role worker`, turn jobs only.
+// `parlor start`: connectors, the HTTP server and turn workers; with `--role ingress` the connectors and the HTTP
+// server alone, with `--role worker` turn jobs alone (processes of both roles share one database).
 import { createPlatformConnectors, startApp } from '#src/app.ts';
 import type { Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
@@ -6,17 +7,19 @@ import { createLogger } from '#src/log.ts';
 import { stopOnSignal } from './signals.ts';
 
 export async function start(settings: Settings, values: { role: string }): Promise<number> {
-  if (values.role !== 'all' && values.role !== 'worker') throw new ConfigError(`--role ${values.role} is not one of all, worker`);
+  if (!['all', 'ingress', 'worker'].includes(values.role)) throw new ConfigError(`--role ${values.role} is not one of all, ingress, worker`);
   const log = createLogger({ level: settings.logLevel, file: settings.logFile });
   const shutdown = stopOnSignal(log);
   const role = values.role;
-  // Connectors receive where this process serves the platforms; a `--role worker` only runs turns.
+  // Connectors receive where this process serves the platforms; a `--role worker` only runs turns, and a
+  // `--role ingress` runs none.
+  const serves = role !== 'worker';
   const app = await startApp({
     settings,
     log,
-    worker: true,
-    http: role === 'all',
-    connectors: role === 'all' ? () => createPlatformConnectors(settings, log) : undefined,
+    worker: role !== 'ingress',
+    http: serves,
+    connectors: serves ? () => createPlatformConnectors(settings, log) : undefined,
   });
   log.info({ personas: app.personas.map((p) => p.name), role }, 'Parlor is running; Ctrl-C stops it');
   await shutdown.attach(app);

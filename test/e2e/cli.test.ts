@@ -122,7 +122,7 @@ describe('the command line', () => {
   it('--version prints the version, and each command has its own --help', async () => {
     const pkg = JSON.parse(await fs.readFile(path.join(root, 'package.json'), 'utf8')) as { version: string };
     expect((await parlor(['--version'], {})).stdout).toBe(`parlor ${pkg.version}`);
-    for (const [command, first] of [['start', 'Usage: parlor start [--role all|worker]'], ['chat', 'Usage: parlor chat [--persona NAME]'], ['migrate', 'Usage: parlor migrate'], ['doctor', 'Usage: parlor doctor [--persona NAME]']]) {
+    for (const [command, first] of [['start', 'Usage: parlor start [--role all|ingress|worker]'], ['chat', 'Usage: parlor chat [--persona NAME]'], ['migrate', 'Usage: parlor migrate'], ['doctor', 'Usage: parlor doctor [--persona NAME]']]) {
       const help = await parlor([command, '--help'], {});
       expect(help.exitCode).toBe(0);
       expect(help.stdout.split('\n')[0]).toBe(first);
