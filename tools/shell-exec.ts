@@ -143,6 +143,8 @@ export interface WorkspaceCommand {
   cwd?: string;
   /** Variables on top of the minimal environment; a value written "$NAME" is the persona's secret NAME. */
   env?: Record<string, string>;
+  /** Variables taken as they are, after `env` (a custom tool's arguments). */
+  values?: Record<string, string>;
   timeoutMs: number;
   /** Keep stdin open for `write` (a background command, a custom tool's JSON input); else it is at its end at once. */
   keepInput?: boolean;
@@ -204,7 +206,7 @@ export function createWorkspaceCommands(
         signal: ctx.signal,
         keepInput: command.keepInput,
         separateStderr: command.separateStderr,
-        env: env.vars,
+        env: { ...env.vars, ...command.values },
       };
       const [file, ...args] = command.argv as [string, ...string[]];
       ctx.log.debug({ tool: command.tool, cwd, mode: access.mode, keepInput: command.keepInput }, 'running shell command');
@@ -244,6 +246,7 @@ export function createCustomToolCommands(sandbox: ShellExecOptions['sandbox'] = 
         {
           argv: request.argv,
           env: request.env,
+          ...(request.values ? { values: request.values } : {}),
           timeoutMs: request.timeoutMs,
           keepInput: request.input !== undefined,
           separateStderr: true,

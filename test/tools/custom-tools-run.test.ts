@@ -176,6 +176,41 @@ describe('custom tools: what reaches the command', () => {
   });
 });
 
+describe('custom tools: a placeholder wherever it stands in the template', () => {
+  // The arguments reach the shell as variables: a value is never read as shell code, in a here-document, backticks,
+  // a command substitution or a comment, and an optional argument left out is no word at all.
+  it.each([
+    ['a here-document', 'cat <<EOF\nvalue: {{x}}\nEOF', 'a $(touch pwned) `touch pwned`', 'value: a $(touch pwned) `touch pwned`'],
+    ['backticks', 'echo `printf %s {{x}}`', "it's `touch pwned`", "it's `touch pwned`"],
+    ['a command substitution', 'v=$(printf %s {{x}}); printf %s "$v"', 'a"; touch pwned; echo "', 'a"; touch pwned; echo "'],
+    ['a comment', 'printf %s {{x}} # {{x}}', 'a\ntouch pwned #', 'a\ntouch pwned #'],
+  ])('in %s', async (_, command, value, expected) => {
+    writeTool(scratch.own, 'probe', { name: 'probe', description: 'p', parameters: stringParams('x'), command });
+    const tools = await toolsOf();
+    expect(await callTool(tools, 'probe', { x: value }, makeToolContext({ persona: scratch.persona }))).toBe(expected);
+    expect(fs.existsSync(path.join(scratch.persona.workspace, 'pwned'))).toBe(false);
+  });
+
+  it('an optional argument left out is no word, and one given empty is an empty word', async () => {
+    writeTool(scratch.own, 'count', { name: 'count', description: 'c', parameters: { type: 'object', properties: { a: { type: 'string' }, b: { type: 'string' } } }, command: 'f() { echo $#; }; f {{a}} {{b}}' });
+    const tools = await toolsOf();
+    const ctx = makeToolContext({ persona: scratch.persona });
+    expect(await callTool(tools, 'count', { a: 'x' }, ctx)).toBe('1');
+    expect(await callTool(tools, 'count', { a: 'x', b: '' }, ctx)).toBe('2');
+    expect(await callTool(tools, 'count', {}, ctx)).toBe('0');
+  });
+
+  it('refuses arguments too long for a command, saying what to do instead', async () => {
+    writeTool(scratch.own, 'echoer', { name: 'echoer', description: 'e', parameters: stringParams('x'), command: 'printf %s {{x}} | wc -c' });
+    const tools = await toolsOf();
+    const started = Date.now();
+    const out = await callTool(tools, 'echoer', { x: 'y'.repeat(200_000) }, makeToolContext({ persona: scratch.persona }));
+    expect(out).toMatch(/^error: the arguments are 200000 characters, more than a command takes \(100000\); a tool with "run" reads its arguments from stdin instead; echoer did not run\.$/);
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(await callTool(tools, 'echoer', { x: 'y'.repeat(50_000) }, makeToolContext({ persona: scratch.persona }))).toBe('50000');
+  });
+});
+
 describe('custom tools: stopping', () => {
   async function gone(marker: string): Promise<number[]> {
     for (let i = 0; i < 50 && processesWith(marker).length; i++) await sleep(100);

@@ -208,3 +208,13 @@ describe('the deny list reads shell words, not raw text', () => {
     expect(deniedReason('echo \u0000; rm -rf /')).toMatch(/control characters/);
   });
 });
+
+describe('the deny list on long commands', () => {
+  it('judges a long word in linear time (a fork-bomb pattern once took seconds on one)', () => {
+    const started = performance.now();
+    for (const command of ['a'.repeat(100_000), `echo ${'x.'.repeat(50_000)}(`, `${'f'.repeat(100_000)} () { :; }`]) expect(deniedReason(command)).toBeUndefined();
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(deniedReason(':(){ :|:& };:')).toBe('a fork bomb');
+    expect(deniedReason('bomb() { bomb | bomb & }; bomb')).toBe('a fork bomb');
+  });
+});

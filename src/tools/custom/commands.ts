@@ -7,6 +7,8 @@ export interface CustomCommand {
   argv: string[];
   /** Variables on top of the minimal environment commands get; a value written `$NAME` is the persona's secret NAME. */
   env: Record<string, string>;
+  /** Variables taken as they are (a template's arguments: `$NAME` in them is text, never a secret). */
+  values?: Record<string, string>;
   timeoutMs: number;
   /** Written to stdin, which is closed then (a `run` tool's arguments as JSON); without it stdin is empty. */
   input?: string;

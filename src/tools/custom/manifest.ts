@@ -9,7 +9,8 @@ export const DEFAULT_TIMEOUT_SECONDS = 30;
 export const MAX_TIMEOUT_SECONDS = 600;
 const TOOL_NAME = /^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$/;
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const PLACEHOLDER = /\{\{(.*?)\}\}/g;
+// Over lines too: the command expands `{{ name }}` with any white space inside, new lines included.
+const PLACEHOLDER = /\{\{([\s\S]*?)\}\}/g;
 const PARAMETER_NAME = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*$/;
 
 /** A checked `tool.json`. */
@@ -83,6 +84,8 @@ export async function readManifest(folder: string, reservedNames: ReadonlySet<st
     run?: string;
   };
   if (reservedNames.has(raw.name)) return fail(`/name "${raw.name}" is the name of a built-in tool; choose another`);
+  // MCP tools are named mcp_<server>_<tool>, and group:mcp:<server> must cover every one of them.
+  if (raw.name.startsWith('mcp_')) return fail(`/name "${raw.name}" starts with mcp_, which MCP servers' tools are named with; choose another`);
   if ((raw.command === undefined) === (raw.run === undefined)) {
     return fail(`give exactly one of "command" (a shell command with {{parameter}} placeholders) and "run" (an executable in ${folder})`);
   }
