@@ -261,8 +261,11 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const task = data.kind === 'task' ? await deps.subagents?.task(data.conversationId) : undefined;
     // Cancelled (or ended) before its turn began: it does nothing.
     if (task && task.status !== 'running') return { status: 'cancelled', usage: { input: 0, output: 0 }, modelCalls: 0 };
+    // The tools are the persona's own (its MCP servers keep their connections), and its secrets are still masked in
+    // what they return, though the task's tools cannot use them.
+    const owner = persona;
     if (data.kind === 'task') persona = { ...persona, secrets: {} };
-    const turnTools = await deps.catalog.forTurn({ persona, kind: data.kind, task, active: conversation.activeTools });
+    const turnTools = await deps.catalog.forTurn({ persona: owner, kind: data.kind, task, active: conversation.activeTools });
     // The turn acts with the authority of the least trusted person it has read: in a group, a message from someone
     // who is not one of the persona's people, read mid-turn or queued with the first, makes it act as them.
     let origin = data.origin;
@@ -282,6 +285,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       },
       signal,
       log,
+      maskSecrets: Object.values(owner.secrets),
       deliver: (target, text, options) =>
         deliverTo(target, turnId, options?.dedupe ?? `send:${target.connector}:${target.chat}:${hash(text + (options?.files ?? []).join('\n'))}`, text, data.conversationId, {
           replyTo: target.replyTo,

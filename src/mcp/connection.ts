@@ -19,8 +19,6 @@ export interface ListedTool {
   name: string;
   description?: string;
   inputSchema?: Record<string, unknown>;
-  /** The server says the tool changes nothing (its readOnlyHint annotation). */
-  readOnly?: boolean;
 }
 
 export type ConnectionState = 'connecting' | 'connected' | 'down' | 'closed';
@@ -234,14 +232,7 @@ async function listAllTools(client: Client, timeout: number): Promise<ListedTool
   let cursor: string | undefined;
   for (let page = 0; page < MAX_TOOL_PAGES; page++) {
     const result = await client.listTools(cursor ? { cursor } : undefined, { timeout });
-    tools.push(
-      ...result.tools.map((t) => ({
-        name: t.name,
-        description: t.description ?? t.title,
-        inputSchema: t.inputSchema as Record<string, unknown>,
-        ...(t.annotations?.readOnlyHint === true ? { readOnly: true } : {}),
-      })),
-    );
+    tools.push(...result.tools.map((t) => ({ name: t.name, description: t.description ?? t.title, inputSchema: t.inputSchema as Record<string, unknown> })));
     cursor = result.nextCursor;
     if (!cursor) break;
   }

@@ -184,9 +184,9 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
         tier: 'search',
         parameters: parametersOf(listed, entry.name),
         timeoutMs: entry.timeoutSeconds * 1000 + RUNNER_MARGIN_MS,
-        // A server's tool may act on the world: it asks first unless the persona allows it (a tool the server marks
-        // read-only does not ask).
-        approval: { byDefault: !listed.readOnly, summary: (args: unknown) => `${name} ${JSON.stringify(args)}`.slice(0, 300) },
+        // A server's tool may act on the world: it asks first unless the persona allows it. What a server says of
+        // its tools (a read-only hint) is not taken on trust.
+        approval: { byDefault: true, summary: (args: unknown) => `${name} ${JSON.stringify(args)}`.slice(0, 300) },
         run: (args: unknown, ctx: ToolContext) => call(slot.key, entry.name, listed.name, args, ctx),
       };
       byId.set(id, tool);

@@ -119,6 +119,8 @@ export function visibleTools(tools: readonly Tool[], request: TurnToolsRequest):
  */
 export class TurnTools {
   private readonly active: string[];
+  /** Activations of tools this turn does not have (another kind of turn's): kept for the conversation as they were. */
+  private readonly elsewhere: string[];
   private readonly searchTier: Tool[];
   private readonly core: Tool[];
 
@@ -133,6 +135,7 @@ export class TurnTools {
     this.core = visible.filter((t) => (t.tier !== 'search' || always(t)) && (tiered || !(TIER_TOOLS as readonly string[]).includes(t.name)));
     const known = new Set(this.searchTier.map((t) => t.name));
     this.active = (request.active ?? []).filter((name) => known.has(name)).slice(-MAX_ACTIVE_TOOLS);
+    this.elsewhere = (request.active ?? []).filter((name) => !known.has(name));
   }
 
   /** What the next model call may call: the core tools and the activated ones. */
@@ -146,9 +149,9 @@ export class TurnTools {
     return this.searchTier;
   }
 
-  /** The conversation's activated tools, oldest first (to be kept until /new). */
+  /** The conversation's activated tools, oldest first (to be kept until /new), this turn's and others'. */
   activeNames(): readonly string[] {
-    return this.active;
+    return [...this.elsewhere, ...this.active].slice(-MAX_ACTIVE_TOOLS * 2);
   }
 
   /** A search-tier tool by name, or undefined. */

@@ -160,10 +160,11 @@ export class ToolRunner {
         if (ctx.signal.aborted) return { content: `cancelled: the turn was stopped while ${tool.name} was running.` };
         // One line: a stack or a long nested error (an SDK's) is for the log, not for the model to repeat in a chat.
         const full = outcome.error instanceof Error ? outcome.error.message : String(outcome.error);
-        const first = full.trim().split('\n')[0] ?? '';
+        // Masked before it is cut: a secret cut in two would no longer be recognised.
+        const first = this.clean(full.trim(), ctx).split('\n')[0] ?? '';
         const detail = first.length > 300 ? `${first.slice(0, 300)}…` : first;
         ctx.log.warn({ tool: tool.name, err: outcome.error }, 'tool crashed');
-        return { content: `crashed: ${tool.name} failed: ${this.clean(detail, ctx)}` };
+        return { content: `crashed: ${tool.name} failed: ${detail}` };
       }
       case 'done': {
         const output = typeof outcome.value === 'string' ? { content: outcome.value } : outcome.value;
@@ -173,7 +174,7 @@ export class ToolRunner {
   }
 
   private clean(text: string, ctx: ToolContext): string {
-    const scrubbed = scrubSecrets(text, [...Object.values(ctx.persona.secrets), ...this.ownSecrets]);
+    const scrubbed = scrubSecrets(text, [...Object.values(ctx.persona.secrets), ...(ctx.maskSecrets ?? []), ...this.ownSecrets]);
     return scrubbed.length > MAX_RESULT_CHARS
       ? `${scrubbed.slice(0, MAX_RESULT_CHARS)}\n[truncated: ${scrubbed.length - MAX_RESULT_CHARS} more characters]`
       : scrubbed;

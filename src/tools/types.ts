@@ -10,6 +10,8 @@ export interface ToolContext {
   origin?: Origin;
   signal: AbortSignal;
   log: Logger;
+  /** Secret values masked in tool output besides the persona's (a task's persona has none, its owner's are masked). */
+  maskSecrets?: readonly string[];
   /** Sends text to a chat through the outbound ledger (at most once per turn and destination). */
   deliver(target: DeliveryTarget, text: string, options?: { dedupe?: string; files?: string[] }): Promise<DeliveryResult>;
   /** Connectors running anywhere in this deployment. */

@@ -60,7 +60,7 @@ describe('a stdio MCP server', () => {
     expect(await runTool(tools, 'mcp_local_add', { a: 'two', b: 3 }, ctx)).toMatch(/^invalid_arguments: \/a must be number/);
   });
 
-  it('asks a person before a call unless the persona allows the server, except for a tool the server marks read-only', async () => {
+  it('asks a person before a call unless the persona allows the server, whatever the server says of its tools', async () => {
     const cautious = await home.persona('cautious');
     const owner = { ...cautious, tools: { ...cautious.tools, allow: [] } };
     const tools = await provider.tools(owner);
@@ -72,8 +72,9 @@ describe('a stdio MCP server', () => {
     const ctx = makeToolContext({ persona: owner });
     const call = (name: string, args: unknown) => runner.execute({ id: 'c', name, arguments: JSON.stringify(args) }, tools, ctx);
     expect((await call('mcp_local_echo', { text: 'hi' })).content).toBe('denied: mcp_local_echo did not run (no).');
-    expect((await call('mcp_local_read_file_info', {})).content).toBe('info');
-    expect(asked).toEqual(['mcp_local_echo']);
+    // The server marks this one read-only; a server is not taken at its word.
+    expect((await call('mcp_local_read_file_info', {})).content).toBe('denied: mcp_local_read_file_info did not run (no).');
+    expect(asked).toEqual(['mcp_local_echo', 'mcp_local_read_file_info']);
   });
 
   it('turns isError into an error result and describes parts that are not text', async () => {

@@ -90,6 +90,14 @@ describe('a turn of the catalog', () => {
     expect(turn.activate('nope')).toEqual({ error: 'there is no tool named "nope" to activate; tool_search finds them' });
   });
 
+  it("keeps the activations of tools another kind of turn has, when a turn without them activates one", async () => {
+    const kinds = new ToolCatalog(builtins, [{ name: 'custom', tools: () => [tool('user_only', { group: 'custom', tier: 'search', contexts: ['user'] }), tool('any_kind', { group: 'custom', tier: 'search' })] }]);
+    const cron = await kinds.forTurn({ persona: makePersona(), kind: 'cron', active: ['user_only'] });
+    expect(names(cron.callable())).not.toContain('user_only');
+    cron.activate('any_kind');
+    expect(cron.activeNames()).toEqual(['user_only', 'any_kind']);
+  });
+
   it('leaves out a provider that fails, and a provided tool whose name a built-in has', async () => {
     const shaky = new ToolCatalog(builtins, [
       { name: 'custom', tools: () => Promise.reject(new Error('disk gone')) },

@@ -287,6 +287,18 @@ describe('ToolRunner.execute: output hygiene', () => {
     expect(out.content).not.toContain('sk-proj');
   });
 
+  it("masks the secrets a turn names besides its persona's (a task's owner's), and a secret a long crash message would cut in two", async () => {
+    const secret = 'owner-secret-value-77';
+    const { tool } = recordingTool('leaky', () => `found ${secret}`);
+    const long: Tool = { name: 'long', description: '', parameters: open, run: async () => { throw new Error(`${'x'.repeat(290)} ${secret} and more`); } };
+    const runner = new ToolRunner([tool, long]);
+    const ctx = { ...makeToolContext({ persona: makePersona({ secrets: {} }) }), maskSecrets: [secret] };
+    expect((await runner.execute(call('leaky', { text: 'x' }), [tool, long], ctx)).content).toBe('found [REDACTED]');
+    const crashed = (await runner.execute(call('long'), [tool, long], ctx)).content;
+    expect(crashed).not.toContain('owner-sec');
+    expect(crashed).toMatch(/^crashed: long failed: x+ \[REDACT/);
+  });
+
   it('scrubs secrets from crash messages and from structured outputs, keeping their flags', async () => {
     const secret = 'pa55word-for-db';
     const crash: Tool = { name: 'crash', description: '', parameters: open, run: async () => { throw new Error(`login failed for ${secret}`); } };
