@@ -25,6 +25,10 @@ export type ConnectionState = 'connecting' | 'connected' | 'down' | 'closed';
 
 const CLIENT_INFO = { name: 'parlor', version: '1.0.0' };
 const MAX_TOOL_PAGES = 50;
+/** A server's tools, at most, and what each may say of itself: a server is not trusted to keep them small. */
+const MAX_TOOLS = 500;
+const MAX_DESCRIPTION_CHARS = 2000;
+const MAX_SCHEMA_CHARS = 20_000;
 
 /**
  * One MCP server: connects at once, pings while connected, reconnects with exponential backoff after an exit or a
@@ -196,7 +200,25 @@ export class McpConnection {
     this.pingTimer.unref();
   }
 
-  private async refreshTools(client: Client): Promise<void> {
+  /** One refresh at a time, and one more after it at most, however many tools/list_changed a server sends. */
+  private refreshing?: Promise<void>;
+  private refreshAgain = false;
+
+  private refreshTools(client: Client): void {
+    if (this.refreshing) {
+      this.refreshAgain = true;
+      return;
+    }
+    this.refreshing = this.listChanged(client).finally(() => {
+      this.refreshing = undefined;
+      if (this.refreshAgain) {
+        this.refreshAgain = false;
+        this.refreshTools(client);
+      }
+    });
+  }
+
+  private async listChanged(client: Client): Promise<void> {
     try {
       const tools = await listAllTools(client, this.options.timings.connectTimeoutMs);
       if (this.client !== client) return;
@@ -232,11 +254,20 @@ async function listAllTools(client: Client, timeout: number): Promise<ListedTool
   let cursor: string | undefined;
   for (let page = 0; page < MAX_TOOL_PAGES; page++) {
     const result = await client.listTools(cursor ? { cursor } : undefined, { timeout });
-    tools.push(...result.tools.map((t) => ({ name: t.name, description: t.description ?? t.title, inputSchema: t.inputSchema as Record<string, unknown> })));
+    for (const t of result.tools) {
+      const description = t.description ?? t.title;
+      const schema = JSON.stringify(t.inputSchema ?? {});
+      tools.push({
+        name: t.name,
+        description: description && description.length > MAX_DESCRIPTION_CHARS ? `${description.slice(0, MAX_DESCRIPTION_CHARS)}…` : description,
+        // A schema past the bound is taken as "any object" (the server checks its arguments).
+        inputSchema: schema.length > MAX_SCHEMA_CHARS ? { type: 'object' } : (t.inputSchema as Record<string, unknown>),
+      });
+    }
     cursor = result.nextCursor;
-    if (!cursor) break;
+    if (!cursor || tools.length >= MAX_TOOLS) break;
   }
-  return tools;
+  return tools.slice(0, MAX_TOOLS);
 }
 
 /** `it exited with code 1: <its last line on stderr>`, once the process has ended. */

@@ -279,6 +279,11 @@ function encodingsOf(secret: string): RegExp[] {
   patterns.push(wrappable(hex, 'i'));
   const uri = encodeURIComponent(secret);
   if (uri !== secret) patterns.push(new RegExp(escapeRegExp(uri), 'gi'));
+  // As a JSON string carries it: quotes and backslashes escaped, and (Go's encoder) & < > as \u0026 \u003c \u003e.
+  const json = JSON.stringify(secret).slice(1, -1);
+  if (json !== secret) patterns.push(new RegExp(escapeRegExp(json), 'g'));
+  const goJson = json.replace(/[&<>]/g, (ch) => `\\u00${ch.charCodeAt(0).toString(16)}`);
+  if (goJson !== json) patterns.push(new RegExp(escapeRegExp(goJson), 'gi'));
   return patterns;
 }
 

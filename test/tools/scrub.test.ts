@@ -256,3 +256,13 @@ describe('scrubbing credentials by shape and by label', () => {
     });
   });
 });
+
+describe('a secret as JSON carries it', () => {
+  it('is masked with its quotes and backslashes escaped, and with & < > as Go writes them', () => {
+    const secret = 'Sup3r&"quoted"\\path<x>';
+    const asJson = JSON.stringify({ token: secret });
+    expect(scrubSecrets(asJson, [secret])).toBe('{"token":"[REDACTED]"}');
+    const goStyle = JSON.stringify(secret).slice(1, -1).replace(/&/g, '\\u0026').replace(/</g, '\\u003c').replace(/>/g, '\\u003e');
+    expect(scrubSecrets(`value: "${goStyle}"`, [secret])).toBe('value: "[REDACTED]"');
+  });
+});
