@@ -4,7 +4,7 @@ import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelco
 import type { Logger } from 'pino';
 import { scrubSecrets } from '#src/tools/scrub.ts';
 import { formatToolResult } from './tool-shape.ts';
-import { openTransport, type OpenedTransport, type ServerTarget } from './transport.ts';
+import { isResponseTooLarge, MAX_HTTP_RESPONSE_BYTES, openTransport, type OpenedTransport, type ServerTarget } from './transport.ts';
 
 export interface ConnectionTimings {
   /** Each step of connecting (starting, initialize, tools/list) gives up after this long. */
@@ -88,6 +88,8 @@ export class McpConnection {
         return `error: MCP server "${this.name}" stopped while ${tool} was running (${this.reasonText()})${this.retryText()}.`;
       }
       if (err instanceof McpError) return `error: ${this.clean(err.message.replace(/^MCP error -?\d+: /, ''))}`;
+      // The server answered, too much: this call fails, and the session goes on.
+      if (isResponseTooLarge(err)) return `error: MCP server "${this.name}" answered ${tool} with more than ${MAX_HTTP_RESPONSE_BYTES / 1024 / 1024} MB; the answer was dropped.`;
       // No answer from the server at all (an HTTP request failed): a new session may work where this one does not.
       const detail = this.clean(describeError(err));
       if (this.client === client) this.lose(client, () => `a request failed: ${detail}`);

@@ -33,10 +33,43 @@ export interface OpenedTransport {
   stderrTail(): string;
 }
 
+/** What one HTTP response of a server may be, at most (the SDK's stdio transport stops at 10 MB as well). */
+export const MAX_HTTP_RESPONSE_BYTES = 10 * 1024 * 1024;
+
+/**
+ * fetch, with the response body cut off past MAX_HTTP_RESPONSE_BYTES: a server is not trusted to keep it small, and
+ * the SDK reads a JSON answer whole. The body fails with a clear error instead (the call then says why).
+ */
+export class ResponseTooLargeError extends Error {
+  constructor() {
+    super(`its answer was larger than ${MAX_HTTP_RESPONSE_BYTES / 1024 / 1024} MB`);
+  }
+}
+
+/** Whether the error (or one it wraps) is an answer cut off for its size. */
+export function isResponseTooLarge(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) if (e instanceof ResponseTooLargeError) return true;
+  return false;
+}
+
+async function boundedFetch(input: string | URL, init?: RequestInit): Promise<Response> {
+  const response = await fetch(input, init);
+  if (!response.body) return response;
+  let seen = 0;
+  const limit = new TransformStream<Uint8Array, Uint8Array>({
+    transform(chunk, controller) {
+      seen += chunk.byteLength;
+      if (seen > MAX_HTTP_RESPONSE_BYTES) controller.error(new ResponseTooLargeError());
+      else controller.enqueue(chunk);
+    },
+  });
+  return new Response(response.body.pipeThrough(limit), { status: response.status, statusText: response.statusText, headers: response.headers });
+}
+
 /** A transport for the target; nothing starts until the client connects it. */
 export function openTransport(target: ServerTarget, base: Readonly<Record<string, string | undefined>>): OpenedTransport {
   if (target.transport === 'http') {
-    const transport = new StreamableHTTPClientTransport(new URL(target.url), { requestInit: { headers: target.headers } });
+    const transport = new StreamableHTTPClientTransport(new URL(target.url), { requestInit: { headers: target.headers }, fetch: boundedFetch });
     return { transport, exit: () => undefined, pid: () => undefined, stderrTail: () => '' };
   }
   if (!isDirectory(target.cwd)) throw new Error(`its folder (cwd) ${target.cwd} does not exist`);

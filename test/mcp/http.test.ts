@@ -36,7 +36,7 @@ describe('a streamable-HTTP MCP server', () => {
     );
     const mcp = provider();
     const tools = await mcp.tools(persona);
-    expect(tools.map((t) => t.name).sort()).toEqual(['mcp_weather_forecast', 'mcp_weather_weather']);
+    expect(tools.map((t) => t.name).sort()).toEqual(['mcp_weather_flood', 'mcp_weather_forecast', 'mcp_weather_weather']);
     expect(tools[0]).toMatchObject({ group: 'mcp', server: 'weather', tier: 'search' });
 
     const ctx = makeToolContext({ persona });
@@ -46,6 +46,17 @@ describe('a streamable-HTTP MCP server', () => {
     const posts = server.requests.filter((r) => r.method === 'POST');
     expect(posts.length).toBeGreaterThanOrEqual(4);
     for (const post of posts) expect(post.headers).toMatchObject({ authorization: `Bearer ${TOKEN}`, 'x-caller': 'parlor' });
+  });
+
+  it('cuts off an answer past 10 MB with a clear result, and the next call works', async () => {
+    const persona = await home.persona('flooded', { servers: { weather: { url: server.url, headers: { Authorization: `Bearer ${TOKEN}` } } } });
+    const mcp = provider();
+    const tools = await mcp.tools(persona);
+    const ctx = makeToolContext({ persona });
+    const out = await runTool(tools, 'mcp_weather_flood', {}, ctx);
+    expect(out).toBe('error: MCP server "weather" answered flood with more than 10 MB; the answer was dropped.');
+    expect(out.length).toBeLessThan(1000);
+    expect(await runTool(tools, 'mcp_weather_weather', { city: 'Oslo' }, ctx)).toBe('sunny in Oslo');
   });
 
   it('is down, saying what the server answered, when the token is wrong', async () => {

@@ -22,6 +22,7 @@ function buildServer(): McpServer {
     content: [],
     structuredContent: { tomorrow: 'rain' },
   }));
+  server.registerTool('flood', { description: 'Answers with 12 MB of text.' }, async () => ({ content: [{ type: 'text', text: 'x'.repeat(12 * 1024 * 1024) }] }));
   return server;
 }
 
