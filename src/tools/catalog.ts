@@ -6,6 +6,7 @@ import type { Logger } from 'pino';
 import type { Persona } from '#src/config/persona.ts';
 import { SUBAGENT_EXCLUDED_TOOLS } from '#src/subagents/service.ts';
 import type { TurnKind } from '#src/turns.ts';
+import { scrubSecrets } from './scrub.ts';
 import type { Tool, ToolGroup, ToolProvider } from './types.ts';
 
 /** The groups a persona can name as `group:<name>` (and `group:mcp:<server>`). */
@@ -85,11 +86,45 @@ export class ToolCatalog {
   }
 
   async forTurn(request: TurnToolsRequest): Promise<TurnTools> {
-    return new TurnTools(visibleTools(await this.all(request.persona), request), request);
+    const visible = visibleTools(await this.all(request.persona), request).map((tool) => shownTo(tool, request.persona));
+    return new TurnTools(visible, request);
   }
 
   async close(): Promise<void> {
     for (const provider of this.providers) await provider.close?.().catch((err: unknown) => this.log?.warn({ err, provider: provider.name }, 'a tool provider did not stop cleanly'));
+  }
+}
+
+/** Per tool that comes from outside (custom, MCP), what each persona is shown of it: the same object turn after turn. */
+const shown = new WeakMap<Tool, Map<string, Tool>>();
+
+/**
+ * A custom or MCP tool as the model is shown it: its description and schema (written by whoever wrote the tool or
+ * runs the server) with the persona's secrets and anything shaped like a credential masked, as its results are.
+ */
+function shownTo(tool: Tool, persona: Persona): Tool {
+  if (tool.tier !== 'search') return tool;
+  let copies = shown.get(tool);
+  if (!copies) shown.set(tool, (copies = new Map()));
+  const key = `${persona.name}\u0000${Object.values(persona.secrets).join('\u0000')}`;
+  let copy = copies.get(key);
+  if (!copy) {
+    const secrets = Object.values(persona.secrets);
+    const description = scrubSecrets(tool.description, secrets);
+    const schema = JSON.stringify(tool.parameters);
+    const masked = scrubSecrets(schema, secrets);
+    copy = description === tool.description && masked === schema ? tool : { ...tool, description, parameters: masked === schema ? tool.parameters : safeParse(masked, tool.parameters) };
+    copies.set(key, copy);
+  }
+  return copy;
+}
+
+/** The masked schema, or the original's shape without its texts when masking broke the JSON. */
+function safeParse(text: string, original: Record<string, unknown>): Record<string, unknown> {
+  try {
+    return JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    return { type: (original.type as string | undefined) ?? 'object' };
   }
 }
 

@@ -98,6 +98,23 @@ describe('a turn of the catalog', () => {
     expect(cron.activeNames()).toEqual(['user_only', 'any_kind']);
   });
 
+  it("shows a custom or MCP tool's description and schema with secrets masked, the same object turn after turn", async () => {
+    const leaky = tool('leaky', {
+      group: 'mcp',
+      server: 'x',
+      tier: 'search',
+      description: 'Uses token Sup3r-Secret-Value-42 and key sk-proj-abcdefghijklmnopqrstuvwxyz012345.',
+      parameters: { type: 'object', properties: { q: { type: 'string', description: 'default Sup3r-Secret-Value-42' } } },
+    });
+    const secretive = new ToolCatalog(builtins, [{ name: 'mcp', tools: () => [leaky] }]);
+    const persona = makePersona({ secrets: { API: 'Sup3r-Secret-Value-42' } });
+    const first = (await secretive.forTurn({ persona, kind: 'user' })).listed()[0]!;
+    expect(first.description).toBe('Uses token [REDACTED] and key [REDACTED].');
+    expect(JSON.stringify(first.parameters)).not.toContain('Sup3r');
+    expect((await secretive.forTurn({ persona, kind: 'user' })).listed()[0]).toBe(first);
+    expect(leaky.description).toContain('Sup3r');
+  });
+
   it('leaves out a provider that fails, and a provided tool whose name a built-in has', async () => {
     const shaky = new ToolCatalog(builtins, [
       { name: 'custom', tools: () => Promise.reject(new Error('disk gone')) },
