@@ -66,6 +66,8 @@ describe('parlor chat at a terminal', () => {
     await until(() => t.screen().includes('you> '), 'the prompt', 30_000);
     t.type('take your time\n');
     await until(() => t.screen().includes('thinking…'), '"thinking…"', 5_000);
+    // Stopped while the model is answering (before that, the scripted answer would be left for the next session).
+    await until(() => fake.requests.length === 1, 'the model call', 10_000);
     t.type('\x03');
     await until(() => t.screen().includes('Stopped.'), '"Stopped."', 10_000);
     expect(t.screen()).toContain('(Ctrl-C again quits)');
