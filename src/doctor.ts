@@ -45,18 +45,33 @@ export async function runDoctor(
 ): Promise<number> {
   let extensions: Record<'pg_trgm' | 'vector', ExtensionState> | undefined;
   let memoryMigrated = false;
+  // The personas, read once for every check that looks at them: with the connector ids checked (as start-up does),
+  // and without (the approvals and the sandbox are worth showing even when a connector name is wrong). Undefined
+  // when they cannot be read: the personas check says why.
+  const loaded = new Map<'checked' | 'lenient', Persona[] | undefined>();
+  const personas = (mode: 'checked' | 'lenient'): Persona[] | undefined => {
+    if (!loaded.has(mode)) {
+      try {
+        loaded.set(mode, loadPersonas(settings.personasDir, mode === 'checked' ? { connectors: options.connectorIds } : {}));
+      } catch {
+        loaded.set(mode, undefined);
+      }
+    }
+    return loaded.get(mode);
+  };
   const checks: Check[] = [
     {
       name: 'personas',
       run: async () => {
-        const personas = loadPersonas(settings.personasDir, { connectors: options.connectorIds });
+        const found = loadPersonas(settings.personasDir, { connectors: options.connectorIds });
+        loaded.set('checked', found);
         if (options.catalog) {
           // Each persona's lists may name its custom tools too.
           const names = new Map<string, string[]>();
-          for (const persona of personas) names.set(persona.name, (await options.catalog.all(persona, { skip: ['mcp'] })).map((t) => t.name));
-          checkToolPolicies(personas, (persona) => names.get(persona.name) ?? []);
-        } else if (options.tools) checkToolPolicies(personas, options.tools.map((t) => t.name));
-        return `${personas.length} in ${settings.personasDir}: ${personas.map((p) => p.name).join(', ')}`;
+          for (const persona of found) names.set(persona.name, (await options.catalog.all(persona, { skip: ['mcp'] })).map((t) => t.name));
+          checkToolPolicies(found, (persona) => names.get(persona.name) ?? []);
+        } else if (options.tools) checkToolPolicies(found, options.tools.map((t) => t.name));
+        return `${found.length} in ${settings.personasDir}: ${found.map((p) => p.name).join(', ')}`;
       },
     },
     {
@@ -78,12 +93,12 @@ export async function runDoctor(
     },
     { name: 'pg_trgm', skip: () => !extensions, run: async () => checkExtension(extensions!.pg_trgm, memoryMigrated, EXTENSION_EFFECTS.pg_trgm) },
     { name: 'pgvector', skip: () => !extensions, run: async () => checkExtension(extensions!.vector, memoryMigrated, EXTENSION_EFFECTS.vector) },
-    { name: 'custom tools', skip: () => !options.customTools, run: () => checkCustomTools(settings, options.customTools!, options.connectorIds) },
-    { name: 'MCP servers', skip: () => !options.mcp, run: () => checkMcp(settings, options.mcp!, options.connectorIds) },
+    { name: 'custom tools', skip: () => !options.customTools, run: () => checkCustomTools(settings, options.customTools!, personas('checked') ?? []) },
+    { name: 'MCP servers', skip: () => !options.mcp, run: () => checkMcp(options.mcp!, personas('checked') ?? []) },
     { name: 'model', run: () => checkModel(settings) },
     { name: 'embeddings', run: () => checkEmbeddings(settings) },
-    { name: 'shell sandbox', run: async () => checkShellSandbox(settings) },
-    { name: 'approvals', run: async () => checkApprovals(settings, options.tools ?? []) },
+    { name: 'shell sandbox', run: async () => checkShellSandbox(personas('lenient') ?? []) },
+    { name: 'approvals', run: async () => checkApprovals(personas('lenient') ?? [], options.tools ?? []) },
   ];
   for (const entry of options.connectors ?? []) {
     const connectorSettings = settings.connectors[entry.id];
@@ -101,7 +116,7 @@ export async function runDoctor(
       out.write(`✗ ${check.name}: ${err instanceof Error ? err.message : String(err)}\n`);
     }
   }
-  if (options.persona !== undefined) failed += await writePersonaTools(settings, out, options.persona, options.catalog, options.connectorIds);
+  if (options.persona !== undefined) failed += await writePersonaTools(out, options.persona, options.catalog, personas('checked'));
   out.write(failed ? `${failed} problem${failed > 1 ? 's' : ''} found\n` : 'all good\n');
   return failed ? 1 : 0;
 }
@@ -110,27 +125,15 @@ export async function runDoctor(
 async function checkCustomTools(
   settings: Settings,
   custom: { problems(persona: Persona): Promise<string[]> },
-  connectorIds?: readonly string[],
+  personas: readonly Persona[],
 ): Promise<string | { warning: string }> {
-  let personas: Persona[] = [];
-  try {
-    personas = loadPersonas(settings.personasDir, { connectors: connectorIds });
-  } catch {
-    // The personas check reports that.
-  }
   const problems = [...new Set((await Promise.all(personas.map((p) => custom.problems(p)))).flat())];
   if (problems.length) return { warning: problems.join('; ') };
   return settings.toolsDir ? `every folder loads (shared ones in ${settings.toolsDir})` : 'every folder loads';
 }
 
 /** Each MCP server of every mcp.jsonc, started: its state and its tools, on lines of their own below the check. */
-async function checkMcp(settings: Settings, mcp: Pick<McpToolProvider, 'check'>, connectorIds?: readonly string[]): Promise<string | { warning: string }> {
-  let personas: Persona[] = [];
-  try {
-    personas = loadPersonas(settings.personasDir, { connectors: connectorIds });
-  } catch {
-    // The personas check reports that.
-  }
+async function checkMcp(mcp: Pick<McpToolProvider, 'check'>, personas: readonly Persona[]): Promise<string | { warning: string }> {
   const status = await mcp.check(personas);
   if (!status.servers.length && !status.files.length) return `none declared (in ${status.globalFile} or a persona's mcp.jsonc)`;
   const lines = formatMcpStatus(status);
@@ -139,13 +142,8 @@ async function checkMcp(settings: Settings, mcp: Pick<McpToolProvider, 'check'>,
 }
 
 /** The tools of one persona's turns, per kind of turn; 1 when there is no such persona (or no tool catalog). */
-async function writePersonaTools(settings: Settings, out: NodeJS.WritableStream, name: string, catalog?: ToolCatalog, connectorIds?: readonly string[]): Promise<number> {
-  let personas: Persona[];
-  try {
-    personas = loadPersonas(settings.personasDir, { connectors: connectorIds });
-  } catch {
-    return 0; // The personas check has said why.
-  }
+async function writePersonaTools(out: NodeJS.WritableStream, name: string, catalog: ToolCatalog | undefined, personas: readonly Persona[] | undefined): Promise<number> {
+  if (!personas) return 0; // The personas check has said why.
   const persona = personas.find((p) => p.name === name);
   if (!persona || !catalog) {
     out.write(`✗ tools of ${name}: there is no persona named "${name}" (the personas are ${personas.map((p) => p.name).join(', ') || 'none'})\n`);
@@ -177,13 +175,7 @@ function checkExtension(state: ExtensionState, migrated: boolean, effect: (typeo
 }
 
 /** Tools that act on the machine or the world and that a persona runs without asking. */
-function checkApprovals(settings: Settings, tools: readonly Pick<Tool, 'name' | 'approval'>[]): string | { warning: string } {
-  let personas: Persona[] = [];
-  try {
-    personas = loadPersonas(settings.personasDir);
-  } catch {
-    // The personas check reports that.
-  }
+function checkApprovals(personas: readonly Persona[], tools: readonly Pick<Tool, 'name' | 'approval'>[]): string | { warning: string } {
   const unasked = unapprovedActions(personas, tools);
   if (unasked.length) return { warning: unasked.join('; ') };
   const asking = tools.filter((t) => t.approval?.byDefault).map((t) => t.name);
@@ -191,14 +183,8 @@ function checkApprovals(settings: Settings, tools: readonly Pick<Tool, 'name' | 
 }
 
 /** Whether commands run sandboxed, and every persona that runs them without a sandbox (or cannot run them). */
-function checkShellSandbox(settings: Settings): string | { warning: string } {
+function checkShellSandbox(personas: readonly Persona[]): string | { warning: string } {
   const status = shellSandboxStatus();
-  let personas: Persona[] = [];
-  try {
-    personas = loadPersonas(settings.personasDir);
-  } catch {
-    // The personas check reports that.
-  }
   const warnings = personas.map((p) => shellAccess(p, status).warning).filter((w): w is string => Boolean(w));
   if (warnings.length) return { warning: `${status.detail}; ${warnings.join('; ')}` };
   return status.available || status.separateUser ? status.detail : `${status.detail}; no persona runs shell_exec`;
