@@ -1,4 +1,4 @@
-// What both benchmarks need: a scratch database (on DATABASE_URL / TEST_DATABASE_URL, or an embedded Postgres of
+// What the benchmarks need: a scratch database (on DATABASE_URL / TEST_DATABASE_URL, or an embedded Postgres of
 // their own) and percentiles.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -7,7 +7,20 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
 
-export async function createBenchDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+export interface BenchDatabase {
+  url: string;
+  /** The embedded server's data directory (undefined on a given server): its processes' CPU is readable. */
+  dataDir?: string;
+  /** Whether pg_stat_statements is loaded and created in the database. */
+  statements: boolean;
+  drop(): Promise<void>;
+}
+
+/**
+ * With `statements`, the embedded server is restarted with pg_stat_statements preloaded (the embedded build ships
+ * it) and the extension is created in the bench database; a given server keeps whatever it has.
+ */
+export async function createBenchDatabase(options: { statements?: boolean } = {}): Promise<BenchDatabase> {
   const scratch = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-bench-'));
   // Traversable by the postgres user (root runs Postgres as that user), so the data stays in the scratch folder.
   await fs.chmod(scratch, 0o711);
@@ -15,12 +28,29 @@ export async function createBenchDatabase(): Promise<{ url: string; drop(): Prom
   const embedded = given ? undefined : await startEmbeddedPostgres(path.join(scratch, 'home'));
   const adminUrl = given ?? embedded!.url;
   const name = `parlor_bench_${randomBytes(4).toString('hex')}`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  let admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  if (options.statements && embedded) {
+    await admin.unsafe(`alter system set shared_preload_libraries = 'pg_stat_statements'`);
+    await admin.end();
+    await embedded.restart('fast');
+    admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  }
   await admin.unsafe(`create database ${name}`);
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
+  let statements = false;
+  if (options.statements) {
+    const bench = postgres(url.toString(), { max: 1, onnotice: () => {} });
+    statements = await bench
+      .unsafe('create extension if not exists pg_stat_statements')
+      .then(() => true)
+      .catch(() => false)
+      .finally(() => bench.end());
+  }
   return {
     url: url.toString(),
+    dataDir: embedded?.dataDir,
+    statements,
     async drop() {
       await admin.unsafe(`drop database ${name} with (force)`);
       await admin.end();

@@ -1,29 +1,107 @@
 // Telegram end to end: an update posted by the Bot API emulator → the persona's reply received by the emulator,
-// fake LLM answering at once; beside it, a bare grammY bot echoing on the same emulator (the floor).
-// Both receive by webhook (the emulator's getUpdates returns at once, which would measure a polling sleep).
+// fake LLM answering at once; beside it, a bare grammY bot echoing on the same emulator (the floor). Parlor runs as
+// a real `parlor start` process and the floor as a process of its own, both receiving by webhook (the emulator's
+// getUpdates returns at once, which would measure a polling sleep). Prints, for a burst (BENCH_CHATS chats sending
+// BENCH_PER_CHAT DMs each, every chat waiting for its reply) and for isolated DMs (one in flight), the latency
+// beside the floor's, and where Parlor's time goes per DM: its CPU, Postgres's CPU, the statements and writing
+// transactions Postgres saw, and a CPU profile by package. Prints figures; asserts nothing.
+//
+// Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (100 DMs), LOG_LEVEL (warn, Parlor's),
+// BENCH_PROFILE (1: take the profiled burst).
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { createServer, request } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { Bot, webhookCallback } from 'grammy';
-import pino from 'pino';
+import net, { type AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import postgres from 'postgres';
 import { TelegramServer } from 'telegram-test-api/lib/telegramServer.js';
-import { createTelegramConnector, webhookSecret } from '../../connectors/telegram/index.ts';
-import { startApp } from '../../src/app.ts';
-import { parseSettings } from '../../src/config/env.ts';
+import { webhookSecret } from '../../connectors/telegram/index.ts';
 import { startFakeLlm } from '../support/fake-llm.ts';
 import { writePersonas } from '../support/harness.ts';
 import { createBenchDatabase, percentile } from './support.ts';
+import {
+  connectProfiler,
+  nextTransactionId,
+  postgresCpuMs,
+  processCpuMs,
+  processRssMb,
+  readStatements,
+  resetStatements,
+  statementLabel,
+  summariseProfile,
+} from './turn-costs.ts';
 
-const CHATS = Number(process.env.BENCH_CHATS ?? 30);
-const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 10);
+const CHATS = Number(process.env.BENCH_CHATS ?? 100);
+const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 3);
+const ISOLATED = Number(process.env.BENCH_ISOLATED ?? 100);
+const PROFILE = process.env.BENCH_PROFILE !== '0';
 const PARLOR_TOKEN = '111:parlor';
 const ECHO_TOKEN = '222:echo';
+const ROOT = path.resolve(import.meta.dirname, '../..');
 
 const listen = (server: ReturnType<typeof createServer>) =>
   new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as AddressInfo).port)));
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
+}
+
+/** `parlor start` with an inspector (for the profiled run), resolved once its health check answers. */
+async function startParlor(env: NodeJS.ProcessEnv, port: number): Promise<{ child: ChildProcess; inspector: string; output: () => string }> {
+  const child = spawn(process.execPath, ['--inspect=127.0.0.1:0', path.join(ROOT, 'bin/parlor.js'), 'start'], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout!.on('data', (c: Buffer) => (out = (out + String(c)).slice(-20_000)));
+  child.stderr!.on('data', (c: Buffer) => (out = (out + String(c)).slice(-20_000)));
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`parlor start exited (${child.exitCode}): ${out}`);
+    if (Date.now() > deadline) throw new Error(`parlor start did not become healthy: ${out}`);
+    const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false);
+    if (ok) break;
+    await sleep(100);
+  }
+  const inspector = /Debugger listening on (ws:\/\/\S+)/.exec(out)?.[1];
+  if (!inspector) throw new Error(`no inspector address in parlor start's output: ${out}`);
+  return { child, inspector, output: () => out };
+}
+
+async function stopChild(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill('SIGTERM');
+  await Promise.race([exited, sleep(15_000).then(() => child.kill('SIGKILL'))]);
+}
+
+interface Figures {
+  label: string;
+  n: number;
+  p50: number;
+  p99: number;
+  rate: number;
+}
+
+function line(f: Figures) {
+  return `${f.label.padEnd(40)} n=${String(f.n).padEnd(4)} p50 ${f.p50.toFixed(1).padStart(6)} ms  p99 ${f.p99.toFixed(1).padStart(6)} ms  ${f.rate.toFixed(0).padStart(4)} DMs/s`;
+}
+
+/** What the Parlor process and Postgres spent over a run, per DM. */
+interface Costs {
+  dms: number;
+  parlorCpu?: number;
+  postgresCpu?: number;
+  statements?: Awaited<ReturnType<typeof readStatements>>;
+  writingTransactions: number;
+}
 
 async function main() {
-  const database = await createBenchDatabase();
+  const database = await createBenchDatabase({ statements: true });
+  const admin = postgres(database.url, { max: 1, onnotice: () => {} });
 
   const emulator = new TelegramServer({ port: 0, host: '127.0.0.1', storeTimeout: 600 });
   await emulator.start();
@@ -37,16 +115,25 @@ async function main() {
     waiting.get(key)?.();
     waiting.delete(key);
   });
+  // The emulator keeps every message for `storeTimeout` seconds: keep its lists short between runs.
+  const forget = () => {
+    emulator.storage.botMessages.length = 0;
+    emulator.storage.userMessages.length = 0;
+  };
 
-  // Parlor on a webhook. The emulator sends no secret header, and hands concurrent updates the same update_id
-  // (it increments after the webhook answers), so a small forwarder adds the header and numbers updates uniquely,
-  // as Telegram does.
+  // When each DM's model request reached the fake model, by chat: splits the latency of an isolated DM in two.
   const fake = await startFakeLlm();
+  const modelAt = new Map<string, number>();
+  fake.setDefault((req) => {
+    const chat = /from (\d+)$/.exec(req.lastUserText)?.[1];
+    if (chat) modelAt.set(chat, performance.now());
+    return { text: `ok ${req.lastUserText}` };
+  });
+
+  // The emulator sends no secret header, and hands concurrent updates the same update_id (it increments after the
+  // webhook answers), so a small forwarder adds the header and numbers updates uniquely, as Telegram does.
   let nextUpdateId = 1;
-  const users = Array.from({ length: CHATS }, (_, i) => `telegram:${5000 + i}`);
-  const personasDir = await writePersonas({ bench: { connectors: { users } } });
-  const log = pino({ level: process.env.LOG_LEVEL ?? 'warn' });
-  const parlorHttp = { port: 0 };
+  const parlorPort = await freePort();
   const forwarder = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -54,7 +141,7 @@ async function main() {
     const out = request(
       {
         host: '127.0.0.1',
-        port: parlorHttp.port,
+        port: parlorPort,
         path: req.url,
         method: 'POST',
         headers: { 'content-type': 'application/json', 'content-length': body.length, 'x-telegram-bot-api-secret-token': webhookSecret(PARLOR_TOKEN) },
@@ -67,30 +154,40 @@ async function main() {
     out.end(body);
   });
   const forwarderPort = await listen(forwarder);
-  const settings = parseSettings({
-    DATABASE_URL: database.url,
-    LLM_BASE_URL: fake.openaiBaseUrl,
-    LLM_MODEL: 'fake-model',
-    PARLOR_PERSONAS_DIR: personasDir,
-    PARLOR_HTTP_PORT: '0',
-  });
-  const app = await startApp({
-    settings,
-    log,
-    http: true,
-    workerConcurrency: 8,
-    connectors: () => [createTelegramConnector({ token: PARLOR_TOKEN, apiRoot, webhookUrl: `http://127.0.0.1:${forwarderPort}`, log })],
-  });
-  parlorHttp.port = app.http!.port;
 
-  // The floor: a bare grammY bot that echoes, on a webhook of its own.
-  const echo = new Bot(ECHO_TOKEN, { client: { apiRoot }, botInfo: { id: 1, is_bot: true, first_name: 'Echo', username: 'echo_bot' } as never });
-  echo.on('message:text', (ctx) => ctx.reply(ctx.message.text));
-  const echoServer = createServer(webhookCallback(echo, 'http'));
-  const echoPort = await listen(echoServer);
+  const users = Array.from({ length: CHATS }, (_, i) => `telegram:${5000 + i}`);
+  const personasDir = await writePersonas({ bench: { connectors: { users } } });
+  const home = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-bench-home-'));
+  const parlor = await startParlor(
+    {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      DATABASE_URL: database.url,
+      LLM_BASE_URL: fake.openaiBaseUrl,
+      LLM_MODEL: 'fake-model',
+      PARLOR_PERSONAS_DIR: personasDir,
+      PARLOR_HOME: home,
+      PARLOR_HTTP_PORT: String(parlorPort),
+      TELEGRAM_BOT_TOKEN: PARLOR_TOKEN,
+      TELEGRAM_API_ROOT: apiRoot,
+      TELEGRAM_WEBHOOK_URL: `http://127.0.0.1:${forwarderPort}`,
+      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+    },
+    parlorPort,
+  );
+  const parlorPid = parlor.child.pid!;
+
+  // The floor, a process of its own too.
+  const echo = fork(path.join(import.meta.dirname, 'telegram-echo-bot.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, ECHO_TOKEN, ECHO_API_ROOT: apiRoot },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const echoPort = await new Promise<number>((resolve) => echo.once('message', (m) => resolve((m as { port: number }).port)));
   emulator.setWebhook({ url: `http://127.0.0.1:${echoPort}` } as never, ECHO_TOKEN);
 
-  async function run(token: string, label: string, chats = CHATS, perChat = PER_CHAT) {
+  /** Each chat sends `perChat` DMs, each after the reply to the one before. */
+  async function burst(token: string, label: string, chats = CHATS, perChat = PER_CHAT): Promise<Figures> {
     const samples: number[] = [];
     const started = performance.now();
     await Promise.all(
@@ -107,52 +204,172 @@ async function main() {
       }),
     );
     const elapsed = performance.now() - started;
+    forget();
     const s = samples.sort((a, b) => a - b);
-    console.log(
-      `${label.padEnd(36)} n=${s.length}  p50 ${percentile(s, 50).toFixed(1).padStart(6)} ms  p99 ${percentile(s, 99).toFixed(1).padStart(6)} ms  ${(s.length / (elapsed / 1000)).toFixed(0)} msg/s`,
-    );
-    return percentile(s, 50);
+    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000) };
   }
 
-  async function runSerial(token: string, label: string) {
+  /** One DM in flight, going round the chats (one chat sending without pause would measure per-chat pacing). */
+  async function isolated(token: string, label: string, count = ISOLATED): Promise<Figures & { toModel: number[]; fromModel: number[] }> {
     const samples: number[] = [];
+    const toModel: number[] = [];
+    const fromModel: number[] = [];
     const started = performance.now();
-    for (let n = 0; n < CHATS * 2; n++) {
+    for (let n = 0; n < count; n++) {
       const userId = 5000 + (n % CHATS);
       const client = emulator.getClient(token, { userId, chatId: userId, type: 'private', firstName: 'U', userName: `u${n}` });
       const replied = new Promise<void>((resolve) => waiting.set(`${token}:${userId}`, resolve));
+      modelAt.delete(String(userId));
       const t0 = performance.now();
-      await client.sendMessage(client.makeMessage(`serial ${n}`));
+      await client.sendMessage(client.makeMessage(`isolated ${n} from ${userId}`));
       await replied;
-      samples.push(performance.now() - t0);
+      const t1 = performance.now();
+      samples.push(t1 - t0);
+      const atModel = modelAt.get(String(userId));
+      if (atModel !== undefined) {
+        toModel.push(atModel - t0);
+        fromModel.push(t1 - atModel);
+      }
     }
-    const s = samples.sort((a, b) => a - b);
     const elapsed = performance.now() - started;
-    console.log(
-      `${label.padEnd(36)} n=${s.length}  p50 ${percentile(s, 50).toFixed(1).padStart(6)} ms  p99 ${percentile(s, 99).toFixed(1).padStart(6)} ms  ${(s.length / (elapsed / 1000)).toFixed(0)} msg/s`,
-    );
-    return percentile(s, 50);
+    forget();
+    const s = samples.sort((a, b) => a - b);
+    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), toModel, fromModel };
   }
 
-  console.log('Telegram end to end on the Bot API emulator (update posted → reply received), each DM waiting for its reply');
-  await run(ECHO_TOKEN, 'warm-up (bare grammY echo)');
-  await run(PARLOR_TOKEN, 'warm-up (Parlor)', Math.min(5, CHATS), 4);
-  const floor = await run(ECHO_TOKEN, `bare grammY echo, ${CHATS} chats × ${PER_CHAT}`);
-  const parlor = await run(PARLOR_TOKEN, `Parlor, ${CHATS} chats × ${PER_CHAT}`);
-  console.log(`Parlor / floor at p50, ${CHATS} chats at once: ${(parlor / floor).toFixed(1)}×`);
-  // One message in flight, going round the chats (a single chat sending without pause would measure the per-chat
-  // pacing that keeps a bot inside Telegram's flood limits).
-  const floorOne = await runSerial(ECHO_TOKEN, 'bare grammY echo, one at a time');
-  const parlorOne = await runSerial(PARLOR_TOKEN, 'Parlor, one at a time');
-  console.log(`Parlor / floor at p50, one at a time: ${(parlorOne / floorOne).toFixed(1)}×`);
+  /** Runs `fn` (which sends `dms` DMs to Parlor) and measures what Parlor and Postgres spent on them. */
+  async function measured<T>(dms: number, fn: () => Promise<T>): Promise<{ result: T; costs: Costs }> {
+    await resetStatements(admin);
+    const xid0 = await nextTransactionId(admin);
+    const cpu0 = processCpuMs(parlorPid);
+    const pg0 = postgresCpuMs(database.dataDir);
+    const result = await fn();
+    const cpu1 = processCpuMs(parlorPid);
+    const pg1 = postgresCpuMs(database.dataDir);
+    const xid1 = await nextTransactionId(admin);
+    const statements = await readStatements(admin);
+    return {
+      result,
+      costs: {
+        dms,
+        parlorCpu: cpu0 !== undefined && cpu1 !== undefined ? (cpu1 - cpu0) / dms : undefined,
+        postgresCpu: pg0 !== undefined && pg1 !== undefined ? (pg1 - pg0) / dms : undefined,
+        statements,
+        writingTransactions: (xid1 - xid0 - 1) / dms, // less the one nextTransactionId's snapshot does not take
+      },
+    };
+  }
 
-  await app.stop();
-  await new Promise((r) => echoServer.close(r));
+  console.log(
+    `Telegram end to end on the Bot API emulator (update posted → reply received), fake model answering at once; ` +
+      `parlor start (${(await parlorRunsBundle()) ? 'the bundle' : 'the sources through tsx'}) and the floor as processes of their own (${os.cpus().length} cores, Node ${process.version})`,
+  );
+  await burst(ECHO_TOKEN, 'warm-up (floor)');
+  // Every chat has its conversation before the measured runs: they measure the steady state.
+  await burst(PARLOR_TOKEN, 'warm-up (Parlor)', CHATS, 2);
+  await isolated(PARLOR_TOKEN, 'warm-up (Parlor)', 20);
+
+  const floorBurst = await burst(ECHO_TOKEN, `floor, ${CHATS} chats × ${PER_CHAT}`);
+  const parlorBurst = await measured(CHATS * PER_CHAT, () => burst(PARLOR_TOKEN, `Parlor, ${CHATS} chats × ${PER_CHAT}`));
+  const rssAfterBurst = processRssMb(parlorPid);
+  const floorOne = await isolated(ECHO_TOKEN, 'floor, isolated DMs');
+  const parlorOne = await measured(ISOLATED, () => isolated(PARLOR_TOKEN, 'Parlor, isolated DMs'));
+
+  console.log('\nlatency and throughput');
+  for (const f of [floorBurst, parlorBurst.result, floorOne, parlorOne.result]) console.log(`  ${line(f)}`);
+  console.log(`  burst throughput: ${((parlorBurst.result.rate / floorBurst.rate) * 100).toFixed(0)} % of the floor's (aim ≥ 50 %)`);
+  console.log(
+    `  isolated DM: ${(parlorOne.result.p50 - floorOne.p50).toFixed(1)} ms over the floor at p50 (aim ≤ 10 ms); ` +
+      `update → model request p50 ${percentile([...parlorOne.result.toModel].sort((a, b) => a - b), 50).toFixed(1)} ms, ` +
+      `model request → reply at the emulator p50 ${percentile([...parlorOne.result.fromModel].sort((a, b) => a - b), 50).toFixed(1)} ms`,
+  );
+
+  console.log('\nper DM                                       burst   isolated');
+  const row = (label: string, pick: (c: Costs) => number | undefined, digits = 1) =>
+    console.log(
+      `  ${label.padEnd(42)} ${[parlorBurst.costs, parlorOne.costs].map((c) => (pick(c) === undefined ? '     -' : pick(c)!.toFixed(digits).padStart(6))).join('    ')}`,
+    );
+  row('Parlor CPU, ms', (c) => c.parlorCpu);
+  row('Postgres CPU, ms (all its processes)', (c) => c.postgresCpu);
+  row('  together (aim ≤ 5 ms)', (c) => (c.parlorCpu !== undefined && c.postgresCpu !== undefined ? c.parlorCpu + c.postgresCpu : undefined));
+  const isBoss = (q: string) => /"?pgboss"?\./i.test(q);
+  const isTxControl = (q: string) => /^\s*(begin|commit|rollback|savepoint|release)/i.test(q);
+  const calls = (c: Costs, keep: (q: string) => boolean) => c.statements && c.statements.byQuery.filter((r) => keep(r.query)).reduce((n, r) => n + r.calls, 0) / c.dms;
+  row('SQL statements', (c) => c.statements && c.statements.calls / c.dms);
+  row('  of which pg-boss’s', (c) => calls(c, isBoss));
+  row('  of which BEGIN / COMMIT / ROLLBACK', (c) => calls(c, isTxControl));
+  row('  of which Parlor’s own', (c) => calls(c, (q) => !isBoss(q) && !isTxControl(q)));
+  row('writing transactions (commits that flush WAL)', (c) => c.writingTransactions);
+  row('SQL execution time in Postgres, ms', (c) => c.statements && c.statements.ms / c.dms, 2);
+  if (!database.statements) console.log('  (pg_stat_statements is not available on this server: no statement figures)');
+  if (parlorBurst.costs.statements) {
+    console.log('\n  statements of the burst, per DM (calls, mean ms)');
+    for (const r of parlorBurst.costs.statements.byQuery.slice(0, 40)) {
+      const perDm = r.calls / parlorBurst.costs.dms;
+      if (perDm < 0.05) continue;
+      console.log(`    ${perDm.toFixed(2).padStart(6)}  ${(r.ms / r.calls).toFixed(3).padStart(7)}  ${statementLabel(r.query)}`);
+    }
+  }
+
+  if (PROFILE) {
+    // A second burst under the sampling profiler (which slows it a little): where Parlor's CPU goes, by package.
+    const profiler = await connectProfiler(parlor.inspector);
+    await profiler.start();
+    const cpu0 = processCpuMs(parlorPid)!;
+    await burst(PARLOR_TOKEN, 'profiled');
+    const cpu = (processCpuMs(parlorPid)! - cpu0) / (CHATS * PER_CHAT);
+    const profile = await profiler.stop();
+    profiler.close();
+    const { self, inclusive, functions, sampledMs } = summariseProfile(profile);
+    const dms = CHATS * PER_CHAT;
+    console.log(`\nParlor's CPU in a profiled burst, ms per DM (${cpu.toFixed(1)} ms by /proc; ${(sampledMs / dms).toFixed(1)} ms on the main thread's samples)`);
+    console.log('  self = in the area\'s own functions; on stack = with everything it called');
+    console.log(`  ${'area'.padEnd(46)}   self  on stack`);
+    for (const [area, ms] of [...self].sort((a, b) => b[1] - a[1])) {
+      if (ms / dms < 0.02) continue;
+      console.log(`  ${area.padEnd(46)} ${(ms / dms).toFixed(2).padStart(6)}  ${inclusive.has(area) ? (inclusive.get(area)! / dms).toFixed(2).padStart(6) : '     -'}`);
+    }
+    const top = Number(process.env.BENCH_PROFILE_TOP ?? 0);
+    if (top) {
+      console.log(`  the ${top} functions with the most self time, ms per DM`);
+      for (const [fn, ms] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`    ${(ms / dms).toFixed(2).padStart(6)}  ${fn}`);
+    }
+  }
+  const rss = processRssMb(parlorPid);
+  console.log(
+    `\npeak RSS of parlor start: ${rssAfterBurst?.peak.toFixed(0) ?? '-'} MB after the burst (aim ≤ 150 MB), ${rss?.peak.toFixed(0) ?? '-'} MB at the end` +
+      `${PROFILE ? ' (with the profiler)' : ''}; now ${rss?.now.toFixed(0) ?? '-'} MB`,
+  );
+
+  await stopChild(parlor.child);
+  echo.disconnect();
+  await stopChild(echo);
   await new Promise((r) => forwarder.close(r));
   await emulator.stop();
   await fake.close();
+  await admin.end();
   await database.drop();
   await fs.rm(personasDir, { recursive: true, force: true });
+  await fs.rm(home, { recursive: true, force: true });
+}
+
+/** Whether bin/parlor.js runs the bundle (it is newer than every source) rather than the sources. */
+async function parlorRunsBundle(): Promise<boolean> {
+  const newest = async (dir: string): Promise<number> => {
+    let n = 0;
+    for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+      const p = path.join(dir, entry.name);
+      n = Math.max(n, entry.isDirectory() ? await newest(p) : (await fs.stat(p)).mtimeMs);
+    }
+    return n;
+  };
+  try {
+    const built = (await fs.stat(path.join(ROOT, 'dist/parlor.mjs'))).mtimeMs;
+    for (const dir of ['src', 'connectors', 'tools']) if ((await newest(path.join(ROOT, dir))) > built) return false;
+    return process.env.PARLOR_FROM_SOURCE !== '1';
+  } catch {
+    return false;
+  }
 }
 
 await main();

@@ -1,0 +1,224 @@
+// Where a turn's time goes, from outside the process that runs it: its CPU and peak RSS (/proc), the Postgres
+// server's CPU (the postmaster, its live backends and those that have exited), the statements and writing commits
+// Postgres saw (pg_stat_statements, the next transaction id), and a CPU profile of the process taken through its
+// inspector, summed by package. Linux only; what cannot be read is reported as undefined.
+import { readFileSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import type postgres from 'postgres';
+import { WebSocket } from 'ws';
+
+const TICK_MS = 10; // CLK_TCK is 100 on Linux
+
+function statFields(pid: number): string[] | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name is in parentheses and may hold spaces: the fields start after its closing one.
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/** User + system CPU of a process so far, in ms (with `children`, also what its exited children used). */
+export function processCpuMs(pid: number, children = false): number | undefined {
+  const f = statFields(pid);
+  if (!f) return undefined;
+  // After the name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
+  const own = Number(f[11]) + Number(f[12]);
+  return (own + (children ? Number(f[13]) + Number(f[14]) : 0)) * TICK_MS;
+}
+
+/** Peak and current RSS of a process in MB (VmHWM, VmRSS). */
+export function processRssMb(pid: number): { peak: number; now: number } | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+    const kb = (key: string) => Number(new RegExp(`^${key}:\\s+(\\d+)`, 'm').exec(status)?.[1] ?? NaN);
+    return { peak: kb('VmHWM') / 1024, now: kb('VmRSS') / 1024 };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU of the whole Postgres server under `dataDir` so far, in ms: the postmaster with what its exited backends used
+ * (it waits for them), plus its live children (backends, WAL writer, checkpointer, autovacuum).
+ */
+export function postgresCpuMs(dataDir: string | undefined): number | undefined {
+  if (!dataDir) return undefined;
+  let postmaster: number;
+  try {
+    postmaster = Number(readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+  } catch {
+    return undefined;
+  }
+  let total = processCpuMs(postmaster, true);
+  if (total === undefined) return undefined;
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const f = statFields(Number(entry));
+    if (f && Number(f[1]) === postmaster) total += (Number(f[11]) + Number(f[12])) * TICK_MS;
+  }
+  return total;
+}
+
+export interface StatementStats {
+  /** Statements of the database, by query text (normalised by pg_stat_statements). */
+  byQuery: { query: string; calls: number; ms: number }[];
+  calls: number;
+  /** Time Postgres spent executing them (planning not included). */
+  ms: number;
+}
+
+/** Starts counting the database's statements afresh (false when pg_stat_statements is not there). */
+export async function resetStatements(sql: postgres.Sql): Promise<boolean> {
+  return sql`select pg_stat_statements_reset()`.then(
+    () => true,
+    () => false,
+  );
+}
+
+/** The statements run in this database since the last reset, without the benchmark's own. */
+export async function readStatements(sql: postgres.Sql): Promise<StatementStats | undefined> {
+  const rows = await sql<{ query: string; calls: number; ms: number }[]>`
+    select query, calls::int as calls, total_exec_time as ms from pg_stat_statements
+    where dbid = (select oid from pg_database where datname = current_database())
+      and query not like '%pg_stat_statements%' and query not like '%pg_current_snapshot%'
+    order by calls desc`.catch(() => undefined);
+  if (!rows) return undefined;
+  return { byQuery: rows, calls: rows.reduce((n, r) => n + r.calls, 0), ms: rows.reduce((n, r) => n + r.ms, 0) };
+}
+
+/** The next transaction id: its difference over a run is the number of transactions that wrote (and committed or rolled back). */
+export async function nextTransactionId(sql: postgres.Sql): Promise<number> {
+  const [row] = await sql<{ xid: string }[]>`select pg_snapshot_xmax(pg_current_snapshot())::text as xid`;
+  return Number(row.xid);
+}
+
+/** A short name for a statement: pg-boss's are in its schema; BEGIN/COMMIT as they are. */
+export function statementLabel(query: string): string {
+  const flat = query.replace(/\s+/g, ' ').trim();
+  return flat.length > 110 ? `${flat.slice(0, 107)}…` : flat;
+}
+
+// ---- CPU profile through the inspector ----
+
+interface ProfileNode {
+  id: number;
+  callFrame: { url: string; functionName: string };
+  children?: number[];
+}
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
+
+/** The area of the code a frame belongs to, by its file. */
+export function areaOf(url: string, functionName: string): string {
+  if (!url) {
+    if (functionName === '(garbage collector)') return 'garbage collection';
+    if (functionName === '(idle)') return 'idle';
+    if (functionName === '(program)' || functionName === '(root)') return 'V8 and native (program)';
+    return 'native';
+  }
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(url)?.[1];
+  if (pkg) {
+    if (pkg === 'drizzle-orm') return 'drizzle (query building, row mapping)';
+    if (pkg === 'postgres') return 'postgres.js (Parlor’s driver)';
+    if (pkg === 'pg' || pkg === 'pg-protocol' || pkg === 'pg-pool' || pkg === 'pg-types' || pkg === 'postgres-array' || pkg === 'postgres-date' || pkg === 'pgpass')
+      return 'node-postgres (pg-boss’s driver)';
+    if (pkg === 'pg-boss') return 'pg-boss';
+    if (pkg === 'openai' || pkg === '@anthropic-ai/sdk') return 'model client (SDK)';
+    if (pkg === 'grammy' || pkg.startsWith('@grammyjs/')) return 'grammY';
+    if (pkg === 'hono' || pkg.startsWith('@hono/')) return 'HTTP server (Hono)';
+    if (pkg.startsWith('pino') || pkg === 'sonic-boom' || pkg === 'thread-stream') return 'logging (pino)';
+    if (pkg === 'ajv') return 'ajv';
+    if (pkg === 'tsx' || pkg === 'esbuild' || pkg === 'get-tsconfig') return 'TypeScript loader';
+    return `other packages (${pkg})`;
+  }
+  if (url.startsWith('node:') || !url.includes('/')) return 'Node (HTTP, sockets, streams, timers)';
+  if (/\/src\/llm\//.test(url)) return 'model client (Parlor’s adapter)';
+  if (/\/src\/db\//.test(url)) return 'Parlor: named queries (src/db)';
+  if (/\/connectors\//.test(url)) return 'Parlor: connectors';
+  if (/\/(src|tools)\//.test(url) || /\/dist\//.test(url)) return 'Parlor: the rest of its code';
+  return 'other';
+}
+
+// At the root of every stack (the event loop's callbacks) or nowhere: an inclusive figure says nothing for them.
+const NO_INCLUSIVE = new Set(['V8 and native (program)', 'Node (HTTP, sockets, streams, timers)', 'native', 'garbage collection']);
+
+/** CPU ms by area: self (where the sample's top frame is) and inclusive (the area anywhere on the stack). */
+export function summariseProfile(profile: Profile): {
+  self: Map<string, number>;
+  inclusive: Map<string, number>;
+  /** Self ms by function (`name file:line`), for a closer look. */
+  functions: Map<string, number>;
+  sampledMs: number;
+} {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const self = new Map<string, number>();
+  const inclusive = new Map<string, number>();
+  const functions = new Map<string, number>();
+  let sampledMs = 0;
+  const areasOnStack = new Map<number, Set<string>>();
+  const stackAreas = (id: number): Set<string> => {
+    let areas = areasOnStack.get(id);
+    if (areas) return areas;
+    const node = byId.get(id)!;
+    const up = parent.get(id);
+    areas = new Set(up === undefined ? [] : stackAreas(up));
+    areas.add(areaOf(node.callFrame.url, node.callFrame.functionName));
+    areasOnStack.set(id, areas);
+    return areas;
+  };
+  for (let i = 0; i < profile.samples.length; i++) {
+    // A sample's time is the gap to the next one.
+    const ms = (profile.timeDeltas[i + 1] ?? 0) / 1000;
+    const node = byId.get(profile.samples[i])!;
+    const area = areaOf(node.callFrame.url, node.callFrame.functionName);
+    if (area === 'idle') continue;
+    sampledMs += ms;
+    self.set(area, (self.get(area) ?? 0) + ms);
+    const { functionName, url } = node.callFrame as { functionName: string; url: string; lineNumber?: number };
+    const fn = `${functionName || '(anonymous)'} ${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(src|connectors|tools)\//, '$1/')}:${(node.callFrame as { lineNumber?: number }).lineNumber ?? ''}`;
+    functions.set(fn, (functions.get(fn) ?? 0) + ms);
+    for (const a of stackAreas(node.id)) if (!NO_INCLUSIVE.has(a)) inclusive.set(a, (inclusive.get(a) ?? 0) + ms);
+  }
+  return { self, inclusive, functions, sampledMs };
+}
+
+/** A CPU profiler on a process started with `--inspect`, driven over its DevTools socket. */
+export async function connectProfiler(wsUrl: string) {
+  const socket = new WebSocket(wsUrl);
+  await new Promise<void>((resolve, reject) => {
+    socket.once('open', () => resolve());
+    socket.once('error', reject);
+  });
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (result: unknown) => void; reject: (err: Error) => void }>();
+  socket.on('message', (data) => {
+    const message = JSON.parse(String(data)) as { id?: number; result?: unknown; error?: unknown };
+    const waiter = message.id === undefined ? undefined : pending.get(message.id);
+    if (!waiter) return;
+    pending.delete(message.id!);
+    if (message.error) waiter.reject(new Error(`inspector: ${JSON.stringify(message.error)}`));
+    else waiter.resolve(message.result);
+  });
+  const call = <T>(method: string, params: object = {}) =>
+    new Promise<T>((resolve, reject) => {
+      const id = nextId++;
+      pending.set(id, { resolve: resolve as (r: unknown) => void, reject });
+      socket.send(JSON.stringify({ id, method, params }));
+    });
+  await call('Profiler.enable');
+  await call('Profiler.setSamplingInterval', { interval: 250 });
+  return {
+    start: () => call('Profiler.start'),
+    stop: async () => (await call<{ profile: Profile }>('Profiler.stop')).profile,
+    close: () => socket.close(),
+  };
+}
