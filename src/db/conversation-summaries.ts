@@ -1,12 +1,14 @@
 import { eq, sql } from 'drizzle-orm';
-import type { Queryable } from './client.ts';
+import { clientOf, rowReader, type Queryable } from './client.ts';
 import { conversationSummaries } from './schema.ts';
 
 export type ConversationSummaryRow = typeof conversationSummaries.$inferSelect;
+const readSummary = rowReader(conversationSummaries);
 
 export async function getConversationSummary(db: Queryable, conversationId: string): Promise<ConversationSummaryRow | undefined> {
-  const [row] = await db.select().from(conversationSummaries).where(eq(conversationSummaries.conversationId, conversationId));
-  return row;
+  // Every turn reads it: written for postgres.js directly (see clientOf).
+  const [row] = await clientOf(db)<Record<string, unknown>[]>`select * from conversation_summaries where conversation_id = ${conversationId}`;
+  return row && readSummary(row);
 }
 
 /**

@@ -1,5 +1,5 @@
 import { desc, eq, sql } from 'drizzle-orm';
-import type { Queryable } from './client.ts';
+import { clientOf, type Queryable } from './client.ts';
 import { conversations } from './schema.ts';
 import { QUEUES } from '#src/jobs/queues.ts';
 import { FRESH_CRON_PATTERN } from '#src/conversation-id.ts';
@@ -11,12 +11,13 @@ export async function ensureConversation(
   db: Queryable,
   row: { id: string; persona: string; connector?: string; chat?: string; thread?: string },
 ): Promise<{ historyAfterId: number; thinking: boolean; activeTools: string[] }> {
-  const [state] = await db
-    .insert(conversations)
-    .values({ id: row.id, persona: row.persona, connector: row.connector, chat: row.chat, thread: row.thread })
-    .onConflictDoUpdate({ target: conversations.id, set: { lastActivityAt: sql`now()` } })
-    .returning({ historyAfterId: conversations.historyAfterId, thinking: conversations.thinking, activeTools: conversations.activeTools });
-  return state;
+  // Every message and every turn runs this: written for postgres.js directly (see clientOf).
+  const [state] = await clientOf(db)<{ history_after_id: number | string; thinking: boolean; active_tools: string[] }[]>`
+    insert into conversations (id, persona, connector, chat, thread)
+    values (${row.id}, ${row.persona}, ${row.connector ?? null}, ${row.chat ?? null}, ${row.thread ?? null})
+    on conflict (id) do update set last_activity_at = now()
+    returning history_after_id, thinking, active_tools`;
+  return { historyAfterId: Number(state.history_after_id), thinking: state.thinking, activeTools: state.active_tools };
 }
 
 export async function getConversation(db: Queryable, id: string): Promise<ConversationRow | undefined> {

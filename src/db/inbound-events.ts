@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { lt } from 'drizzle-orm';
-import type { Queryable } from './client.ts';
+import { clientOf, type Queryable } from './client.ts';
 import { inboundEvents } from './schema.ts';
 
 /**
@@ -13,11 +13,10 @@ export function inboundEventKey(externalId: string): string {
 
 /** Records a platform event; false when it was already recorded (a redelivery). */
 export async function recordInboundEvent(db: Queryable, connector: string, externalId: string): Promise<boolean> {
-  const rows = await db
-    .insert(inboundEvents)
-    .values({ connector, externalId: inboundEventKey(externalId) })
-    .onConflictDoNothing()
-    .returning({ externalId: inboundEvents.externalId });
+  // Every inbound message runs this: written for postgres.js directly (see clientOf).
+  const rows = await clientOf(db)`
+    insert into inbound_events (connector, external_id) values (${connector}, ${inboundEventKey(externalId)})
+    on conflict do nothing returning external_id`;
   return rows.length > 0;
 }
 

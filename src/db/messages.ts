@@ -1,6 +1,6 @@
-import { and, count, desc, eq, gt, inArray, lte, sql } from 'drizzle-orm';
+import { and, count, desc, eq, gt, inArray, sql } from 'drizzle-orm';
 import type { ChatMessage } from '#src/llm/types.ts';
-import type { Queryable } from './client.ts';
+import { clientOf, type Queryable } from './client.ts';
 import { messages } from './schema.ts';
 
 export type MessageRow = typeof messages.$inferSelect;
@@ -9,18 +9,12 @@ export async function insertMessage(
   db: Queryable,
   row: { conversationId: string; turnId?: string | null; message: ChatMessage; sender?: string; externalId?: string },
 ): Promise<number> {
-  const [inserted] = await db
-    .insert(messages)
-    .values({
-      conversationId: row.conversationId,
-      turnId: row.turnId ?? null,
-      role: row.message.role,
-      content: row.message,
-      sender: row.sender,
-      externalId: row.externalId,
-    })
-    .returning({ id: messages.id });
-  return inserted.id;
+  // Every turn writes two or more: written for postgres.js directly (see clientOf).
+  const [inserted] = await clientOf(db)<{ id: string }[]>`
+    insert into messages (conversation_id, turn_id, role, content, sender, external_id)
+    values (${row.conversationId}, ${row.turnId ?? null}, ${row.message.role}, ${JSON.stringify(row.message)}, ${row.sender ?? null}, ${row.externalId ?? null})
+    returning id`;
+  return Number(inserted.id);
 }
 
 /**
@@ -33,17 +27,11 @@ export async function claimPendingMessages(
   conversationId: string,
   turnId: string,
 ): Promise<{ message: ChatMessage; externalId: string | null }[]> {
-  const rows = await db
-    .update(messages)
-    .set({ turnId })
-    .where(
-      inArray(
-        messages.id,
-        sql`(select id from messages where conversation_id = ${conversationId} and turn_id is null order by id for update)`,
-      ),
-    )
-    .returning({ id: messages.id, content: messages.content, externalId: messages.externalId });
-  return rows.sort((a, b) => a.id - b.id).map((r) => ({ message: r.content as ChatMessage, externalId: r.externalId }));
+  const rows = await clientOf(db)<{ id: string; content: ChatMessage; external_id: string | null }[]>`
+    update messages set turn_id = ${turnId}
+    where id in (select id from messages where conversation_id = ${conversationId} and turn_id is null order by id for update)
+    returning id, content, external_id`;
+  return rows.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => ({ message: r.content, externalId: r.external_id }));
 }
 
 /**
@@ -69,23 +57,16 @@ export async function recentMessages(
   conversationId: string,
   options: { afterId: number; limit: number; excludeTurn?: string; throughId?: number },
 ): Promise<{ id: number; message: ChatMessage }[]> {
-  const rows = await db
-    .select({ id: messages.id, content: messages.content, turnId: messages.turnId })
-    .from(messages)
-    .where(
-      and(
-        eq(messages.conversationId, conversationId),
-        gt(messages.id, options.afterId),
-        options.throughId === undefined ? undefined : lte(messages.id, options.throughId),
-        sql`${messages.turnId} is not null`,
-      ),
-    )
-    .orderBy(desc(messages.id))
-    .limit(options.limit);
+  // Every turn reads its history: written for postgres.js directly (see clientOf).
+  const rows = await clientOf(db)<{ id: string; content: ChatMessage; turn_id: string | null }[]>`
+    select id, content, turn_id from messages
+    where conversation_id = ${conversationId} and id > ${options.afterId} and id <= ${options.throughId ?? Number.MAX_SAFE_INTEGER}
+      and turn_id is not null
+    order by id desc limit ${options.limit}`;
   return rows
-    .filter((r) => !options.excludeTurn || r.turnId !== options.excludeTurn)
+    .filter((r) => !options.excludeTurn || r.turn_id !== options.excludeTurn)
     .reverse()
-    .map((r) => ({ id: r.id, message: r.content as ChatMessage }));
+    .map((r) => ({ id: Number(r.id), message: r.content }));
 }
 
 /** A skipped background turn leaves no trace in the transcript. */

@@ -1,8 +1,9 @@
 import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm';
-import type { Queryable } from './client.ts';
+import { clientOf, rowReader, type Queryable } from './client.ts';
 import { outboundMessages } from './schema.ts';
 
 export type OutboundRow = typeof outboundMessages.$inferSelect;
+const readOutbound = rowReader(outboundMessages);
 
 /** A message to send. */
 export interface OutboundDraft {
@@ -37,19 +38,22 @@ export async function insertOutbound(
   db: Queryable,
   row: OutboundDraft & { status: 'pending' | 'sending'; claimedBy?: string },
 ): Promise<OutboundRow | undefined> {
-  const claimedAt = row.status === 'sending' ? sql`now()` : null;
-  const claimedBy = row.status === 'sending' ? (row.claimedBy ?? null) : null;
-  const [inserted] = await db
-    .insert(outboundMessages)
-    .values({ ...row, claimedAt, claimedBy })
-    // A message whose earlier attempt failed for good may be tried again; one sent or in flight may not.
-    .onConflictDoUpdate({
-      target: outboundMessages.dedupeKey,
-      set: { status: row.status, claimedAt, claimedBy, error: null, text: row.text },
-      setWhere: sql`${outboundMessages.status} = 'failed'`,
-    })
-    .returning();
-  return inserted;
+  const sending = row.status === 'sending';
+  const claimedBy = sending ? (row.claimedBy ?? null) : null;
+  const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
+  // Every reply goes through here: written for postgres.js directly (see clientOf).
+  const [inserted] = await clientOf(db)<Record<string, unknown>[]>`
+    insert into outbound_messages
+      (dedupe_key, turn_id, conversation_id, connector, chat, thread, reply_to, text, files, buttons, kind, private_to, status, claimed_at, claimed_by)
+    values (${row.dedupeKey}, ${row.turnId ?? null}, ${row.conversationId ?? null}, ${row.connector}, ${row.chat}, ${row.thread ?? null},
+      ${row.replyTo ?? null}, ${row.text}, ${json(row.files)}, ${json(row.buttons)}, ${row.kind ?? 'message'}, ${row.privateTo ?? null},
+      ${row.status}, case when ${sending} then now() end, ${claimedBy})
+    -- A message whose earlier attempt failed for good may be tried again; one sent or in flight may not.
+    on conflict (dedupe_key) do update
+      set status = excluded.status, claimed_at = excluded.claimed_at, claimed_by = excluded.claimed_by, error = null, text = excluded.text
+      where outbound_messages.status = 'failed'
+    returning *`;
+  return inserted && readOutbound(inserted);
 }
 
 /**
@@ -111,10 +115,9 @@ export async function outboundOrphaned(db: Queryable, id: number): Promise<boole
 }
 
 export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number): Promise<void> {
-  await db
-    .update(outboundMessages)
-    .set({ status: 'sent', platformMessageIds, attempts, sentAt: sql`now()`, error: null })
-    .where(eq(outboundMessages.id, id));
+  await clientOf(db)`
+    update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
+    where id = ${id}`;
 }
 
 export async function markOutboundFailed(db: Queryable, id: number, error: string, attempts: number): Promise<void> {

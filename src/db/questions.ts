@@ -1,10 +1,11 @@
-import { and, desc, eq, gt, inArray, isNull, lte, ne, or, sql } from 'drizzle-orm';
-import type { Queryable } from './client.ts';
+import { and, desc, eq, gt, inArray, isNull, lte, ne, sql } from 'drizzle-orm';
+import { clientOf, rowReader, type Queryable } from './client.ts';
 import { questions, toolGrants } from './schema.ts';
 
 export type QuestionRow = typeof questions.$inferSelect;
 export type NewQuestion = typeof questions.$inferInsert;
 export type QuestionAnswer = NonNullable<QuestionRow['answer']>;
+const readQuestion = rowReader(questions);
 
 export async function insertQuestion(db: Queryable, row: NewQuestion): Promise<QuestionRow> {
   const [inserted] = await db.insert(questions).values(row).returning();
@@ -131,22 +132,13 @@ export async function openQuestionInChat(
   db: Queryable,
   chat: { connector: string; chat: string; thread?: string; conversationId?: string },
 ): Promise<QuestionRow | undefined> {
-  const inThread = chat.thread ? eq(questions.thread, chat.thread) : isNull(questions.thread);
-  const [row] = await db
-    .select()
-    .from(questions)
-    .where(
-      and(
-        eq(questions.status, 'pending'),
-        eq(questions.connector, chat.connector),
-        eq(questions.chat, chat.chat),
-        chat.conversationId ? or(inThread, eq(questions.conversationId, chat.conversationId)) : inThread,
-        gt(questions.expiresAt, sql`now()`),
-      ),
-    )
-    .orderBy(desc(questions.createdAt))
-    .limit(1);
-  return row;
+  // Every inbound message asks this: written for postgres.js directly (see clientOf).
+  const [row] = await clientOf(db)<Record<string, unknown>[]>`
+    select * from questions
+    where status = 'pending' and connector = ${chat.connector} and chat = ${chat.chat} and expires_at > now()
+      and (thread is not distinct from ${chat.thread ?? null}::text or conversation_id = ${chat.conversationId ?? null}::text)
+    order by created_at desc limit 1`;
+  return row && readQuestion(row);
 }
 
 export async function hasToolGrant(db: Queryable, grant: { persona: string; tool: string; scope: string }): Promise<boolean> {

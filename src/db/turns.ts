@@ -1,5 +1,5 @@
 import { and, desc, eq, sql } from 'drizzle-orm';
-import type { Queryable } from './client.ts';
+import { clientOf, type Queryable } from './client.ts';
 import { turns } from './schema.ts';
 import { QUEUES } from '#src/jobs/queues.ts';
 
@@ -9,7 +9,10 @@ export async function insertTurn(
   db: Queryable,
   row: { id: string; conversationId: string; kind: string; jobId?: string; origin?: unknown },
 ): Promise<void> {
-  await db.insert(turns).values({ ...row, status: 'running' });
+  // Every turn runs this and finishTurn: written for postgres.js directly (see clientOf).
+  await clientOf(db)`
+    insert into turns (id, conversation_id, kind, status, job_id, origin)
+    values (${row.id}, ${row.conversationId}, ${row.kind}, 'running', ${row.jobId ?? null}, ${row.origin === undefined ? null : JSON.stringify(row.origin)})`;
 }
 
 /** A turn whose job failed for good: recorded as failed unless it ended already. Returns it if it changed. */
@@ -41,10 +44,14 @@ export async function finishTurn(
     error?: string;
   },
 ): Promise<void> {
-  await db
-    .update(turns)
-    .set({ ...result, endedAt: sql`now()` })
-    .where(eq(turns.id, id));
+  // Left out (undefined), a field keeps what it had.
+  await clientOf(db)`
+    update turns set status = ${result.status}, input_tokens = ${result.inputTokens}, output_tokens = ${result.outputTokens},
+      cache_read_tokens = coalesce(${result.cacheReadTokens ?? null}, cache_read_tokens),
+      cache_write_tokens = coalesce(${result.cacheWriteTokens ?? null}, cache_write_tokens),
+      model_calls = ${result.modelCalls}, summary = coalesce(${result.summary ?? null}, summary),
+      error = coalesce(${result.error ?? null}, error), ended_at = now()
+    where id = ${id}`;
 }
 
 export async function runningTurn(db: Queryable, conversationId: string): Promise<TurnRow | undefined> {

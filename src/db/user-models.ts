@@ -1,8 +1,9 @@
-import { and, desc, eq, sql } from 'drizzle-orm';
-import type { Queryable } from './client.ts';
+import { sql } from 'drizzle-orm';
+import { clientOf, rowReader, type Queryable } from './client.ts';
 import { userModels } from './schema.ts';
 
 export type UserModelRow = typeof userModels.$inferSelect;
+const readUserModel = rowReader(userModels);
 
 /** Sets what the persona knows of one aspect (dimension) of a person; whether the aspect is new. */
 export async function upsertUserModel(
@@ -23,10 +24,9 @@ export async function upsertUserModel(
 
 /** The persona's model of one person, the most confident and newest first, at most `limit` aspects. */
 export async function userModelOf(db: Queryable, persona: string, userAddress: string, limit = 50): Promise<UserModelRow[]> {
-  return db
-    .select()
-    .from(userModels)
-    .where(and(eq(userModels.persona, persona), eq(userModels.userAddress, userAddress)))
-    .orderBy(desc(userModels.confidence), desc(userModels.updatedAt), userModels.dimension)
-    .limit(limit);
+  // Every turn with a person reads it: written for postgres.js directly (see clientOf).
+  const rows = await clientOf(db)<Record<string, unknown>[]>`
+    select * from user_models where persona = ${persona} and user_address = ${userAddress}
+    order by confidence desc, updated_at desc, dimension limit ${limit}`;
+  return rows.map(readUserModel);
 }
