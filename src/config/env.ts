@@ -25,6 +25,8 @@ export interface LlmSettings {
   model: string;
   /** How long failing model calls (429/5xx/network) are retried before the turn fails. */
   retryDeadlineMs: number;
+  /** How long a model call may send nothing before it is given up (and retried). */
+  stallMs: number;
 }
 
 export interface Settings {
@@ -138,7 +140,9 @@ export function parseSettings(
     }
     const retryText = optional(env, 'LLM_RETRY_SECONDS') ?? '90';
     if (!/^\d+$/.test(retryText)) throw new ConfigError(`LLM_RETRY_SECONDS=${retryText} is not a whole number of seconds`);
-    llm = { provider, model, baseUrl, apiKey, retryDeadlineMs: Number(retryText) * 1000 };
+    const stallText = optional(env, 'LLM_STALL_SECONDS') ?? '180';
+    if (!/^\d+$/.test(stallText) || Number(stallText) < 1) throw new ConfigError(`LLM_STALL_SECONDS=${stallText} is not a whole number of seconds (1 or more)`);
+    llm = { provider, model, baseUrl, apiKey, retryDeadlineMs: Number(retryText) * 1000, stallMs: Number(stallText) * 1000 };
   } else if (optional(env, 'LLM_BASE_URL') || optional(env, 'LLM_API_KEY')) {
     throw new ConfigError('LLM_MODEL is not set; name the model to use, e.g. LLM_MODEL=gpt-4.1-mini or LLM_MODEL=llama3.1');
   }

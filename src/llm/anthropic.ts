@@ -1,16 +1,24 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ContentBlockParam, Message, MessageParam, Tool, ToolChoice as AnthropicToolChoice } from '@anthropic-ai/sdk/resources/messages';
-import { toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
+import { DEFAULT_STALL_MS, stallGuard } from './stall.ts';
+import { ModelError, toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
 
-export function createAnthropicClient(options: { baseUrl?: string; apiKey?: string }): ModelClient {
+export function createAnthropicClient(options: { baseUrl?: string; apiKey?: string; stallMs?: number }): ModelClient {
   const client = new Anthropic({ baseURL: options.baseUrl, apiKey: options.apiKey, maxRetries: 0, timeout: 600_000 });
   return {
     provider: 'anthropic',
     async complete(request, onTextDelta) {
+      const guard = stallGuard(request.signal, options.stallMs ?? DEFAULT_STALL_MS);
       try {
-        return await streamMessage(client, request, onTextDelta);
+        const response = await streamMessage(client, { ...request, signal: guard.signal }, onTextDelta, guard.touch);
+        // A stream cut off by the guard can end as if it were complete.
+        const stalled = guard.failure(undefined);
+        if (stalled) throw stalled;
+        return response;
       } catch (err) {
-        throw toModelError(err, request.signal);
+        throw guard.failure(err) ?? toModelError(err, request.signal);
+      } finally {
+        guard.done();
       }
     },
   };
@@ -22,6 +30,7 @@ async function streamMessage(
   client: Anthropic,
   request: ModelRequest,
   onTextDelta?: (delta: string) => void,
+  touch: () => void = () => {},
 ): Promise<ModelResponse> {
   const tools: Tool[] = request.tools.map((t) => ({
     name: t.name,
@@ -45,8 +54,13 @@ async function streamMessage(
     },
     { signal: request.signal },
   );
+  // Every event counts as a sign of life, pings while the model thinks included.
+  stream.on('connect', touch);
+  stream.on('streamEvent', touch);
   if (onTextDelta) stream.on('text', (delta) => onTextDelta(delta));
   const message = await stream.finalMessage();
+  // A stream that ends without saying why was cut off (a proxy or the server closed it): its text is not an answer.
+  if (!message.stop_reason) throw new ModelError({ message: 'the answer stopped before its end', kind: 'network' });
   let text = '';
   const toolCalls: ToolCall[] = [];
   for (const block of message.content) {

@@ -4,7 +4,7 @@ import type { ModelClient } from './types.ts';
 
 /** Loads only the SDK of the configured provider (each weighs tens of MB). */
 export async function createModelClient(settings: LlmSettings): Promise<ModelClient> {
-  const options = { baseUrl: settings.baseUrl, apiKey: settings.apiKey };
+  const options = { baseUrl: settings.baseUrl, apiKey: settings.apiKey, stallMs: settings.stallMs };
   return settings.provider === 'anthropic'
     ? (await import('./anthropic.ts')).createAnthropicClient(options)
     : (await import('./openai.ts')).createOpenAiClient(options);

@@ -1,18 +1,26 @@
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import { toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
+import { DEFAULT_STALL_MS, stallGuard } from './stall.ts';
+import { ModelError, toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
 
 /** Any OpenAI-compatible chat-completions endpoint: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp ... */
-export function createOpenAiClient(options: { baseUrl?: string; apiKey?: string }): ModelClient {
+export function createOpenAiClient(options: { baseUrl?: string; apiKey?: string; stallMs?: number }): ModelClient {
   // Retries are decided in one place (withRetries), so the SDK's own are off.
   const client = new OpenAI({ baseURL: options.baseUrl, apiKey: options.apiKey ?? 'none', maxRetries: 0, timeout: 600_000 });
   return {
     provider: 'openai',
     async complete(request, onTextDelta) {
+      const guard = stallGuard(request.signal, options.stallMs ?? DEFAULT_STALL_MS);
       try {
-        return await streamCompletion(client, request, onTextDelta);
+        const response = await streamCompletion(client, { ...request, signal: guard.signal }, onTextDelta, guard.touch);
+        // A stream cut off by the guard can end as if it were complete.
+        const stalled = guard.failure(undefined);
+        if (stalled) throw stalled;
+        return response;
       } catch (err) {
-        throw toModelError(err, request.signal);
+        throw guard.failure(err) ?? toModelError(err, request.signal);
+      } finally {
+        guard.done();
       }
     },
   };
@@ -22,6 +30,7 @@ async function streamCompletion(
   client: OpenAI,
   request: ModelRequest,
   onTextDelta?: (delta: string) => void,
+  touch: () => void = () => {},
 ): Promise<ModelResponse> {
   const tools: ChatCompletionTool[] = request.tools.map((t) => ({
     type: 'function',
@@ -42,10 +51,11 @@ async function streamCompletion(
     { signal: request.signal },
   );
   let text = '';
-  let stopReason = 'stop';
+  let stopReason: string | undefined;
   const usage: Usage = { input: 0, output: 0 };
   const calls = new Map<number, ToolCall>();
   for await (const chunk of stream) {
+    touch();
     if (chunk.usage) {
       usage.input = chunk.usage.prompt_tokens ?? 0;
       usage.output = chunk.usage.completion_tokens ?? 0;
@@ -69,6 +79,8 @@ async function streamCompletion(
     }
     if (choice.finish_reason) stopReason = choice.finish_reason;
   }
+  // A stream that ends without saying why was cut off (a proxy or the server closed it): its text is not an answer.
+  if (!stopReason) throw new ModelError({ message: 'the answer stopped before its end', kind: 'network' });
   const toolCalls = [...calls.entries()]
     .sort(([a], [b]) => a - b)
     .map(([i, c]) => ({ ...c, id: c.id || `call_${i}` }));

@@ -40,8 +40,8 @@ async function caught(fn: () => Promise<unknown>): Promise<ModelError> {
 }
 
 const providers = [
-  { api: 'openai' as const, make: () => createOpenAiClient({ baseUrl: fake.openaiBaseUrl, apiKey: 'test' }) },
-  { api: 'anthropic' as const, make: () => createAnthropicClient({ baseUrl: fake.anthropicBaseUrl, apiKey: 'test' }) },
+  { api: 'openai' as const, make: (o: { stallMs?: number } = {}) => createOpenAiClient({ baseUrl: fake.openaiBaseUrl, apiKey: 'test', ...o }) },
+  { api: 'anthropic' as const, make: (o: { stallMs?: number } = {}) => createAnthropicClient({ baseUrl: fake.anthropicBaseUrl, apiKey: 'test', ...o }) },
 ];
 
 describe.each(providers)('$api client', ({ api, make }) => {
@@ -150,6 +150,39 @@ describe.each(providers)('$api client', ({ api, make }) => {
     setTimeout(() => controller.abort(), 100);
     const err = await caught(() => client.complete(req({ signal: controller.signal })));
     expect(err).toBeInstanceOf(ModelError);
+    expect(err).toMatchObject({ kind: 'aborted', retryable: false });
+  });
+
+  it('gives up a call that sends nothing for stallMs, before its first byte or mid-stream, as a retryable network error', async () => {
+    const stalling = make({ stallMs: 300 });
+    for (const reply of [{ hang: true }, { stall: true }]) {
+      fake.script(reply);
+      const started = Date.now();
+      const err = await caught(() => stalling.complete(req()));
+      expect(err).toMatchObject({ kind: 'network', retryable: true, message: 'the model sent nothing for 0 s' });
+      expect(Date.now() - started).toBeLessThan(3000);
+    }
+  });
+
+  it('a stream that ends before its end (no stop reason) is a retryable network error, not a short answer', async () => {
+    fake.script({ cut: true });
+    const err = await caught(() => client.complete(req()));
+    expect(err).toMatchObject({ kind: 'network', retryable: true });
+    // Anthropic's SDK says so itself when the stream ends early.
+    expect(err.message).toMatch(api === 'openai' ? /^the answer stopped before its end$/ : /stream ended/);
+  });
+
+  it('keeps a slow stream whose pieces come within stallMs of each other', async () => {
+    fake.script({ text: 'one two three four', chunks: 4, chunkDelayMs: 200 });
+    const res = await make({ stallMs: 500 }).complete(req());
+    expect(res.text).toBe('one two three four');
+  });
+
+  it('a cancel during a stall is a cancel, not a stall', async () => {
+    fake.script({ hang: true });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(), 100);
+    const err = await caught(() => make({ stallMs: 100 }).complete(req({ signal: controller.signal })));
     expect(err).toMatchObject({ kind: 'aborted', retryable: false });
   });
 });
@@ -293,6 +326,14 @@ describe('withModelRetries', () => {
     const res = await client.complete(req());
     expect(res.text).toBe('third time');
     expect(fake.requests).toHaveLength(3);
+  });
+
+  it('retries a stalled stream and returns the next answer once', async () => {
+    fake.script({ stall: true }, { text: 'after the stall' });
+    const client = withModelRetries(createOpenAiClient({ baseUrl: fake.openaiBaseUrl, apiKey: 'test', stallMs: 300 }), { deadlineMs: 10_000, minDelayMs: 10 });
+    const res = await client.complete(req());
+    expect(res.text).toBe('after the stall');
+    expect(fake.requests).toHaveLength(2);
   });
 
   it('does not retry a 400', async () => {

@@ -33,6 +33,12 @@ export interface FakeReply {
   /** Streamed answers: the text in this many chunks (default 3), this long apart (OpenAI format). */
   chunks?: number;
   chunkDelayMs?: number;
+  /** Streamed answers: start the stream, send one piece of text, then a line that is not JSON, and end it. */
+  malformed?: boolean;
+  /** Streamed answers: start the stream, send one piece of text, then nothing more (a provider that stalls). */
+  stall?: boolean;
+  /** Streamed answers: start the stream, send one piece of text, then end the response cleanly (a cut-off stream). */
+  cut?: boolean;
 }
 
 export interface RecordedRequest {
@@ -294,6 +300,16 @@ export async function startFakeLlm(): Promise<FakeLlm> {
     if (closed || res.destroyed) return; // client aborted or server closed while we waited
     if (reply.destroy) return void req.socket.destroy();
     if (reply.hang) return; // socket stays open until the client aborts or close() runs
+    if ((reply.malformed || reply.stall || reply.cut) && rec.stream) {
+      startSse(res, reply.headers);
+      const piece = api === 'openai'
+        ? { id: rid('chatcmpl-'), object: 'chat.completion.chunk', created: 0, model: rec.model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Par' }, finish_reason: null }] }
+        : { type: 'message_start', message: { id: rid('msg_'), type: 'message', role: 'assistant', model: rec.model, content: [], stop_reason: null, usage: { input_tokens: 1, output_tokens: 0 } } };
+      sse(res, api === 'anthropic' ? 'message_start' : undefined, piece);
+      if (reply.stall) return; // the socket stays open until the client aborts or close() runs
+      if (reply.cut) return void res.end();
+      return void res.end('data: {"id": "chatcmpl-broken", "choices": [{"delta": {"content": "tial\n\n');
+    }
     if (reply.status !== undefined && reply.status >= 400) {
       return sendError(res, api, reply.status, reply.text ?? `fake-llm scripted ${reply.status}`, reply.headers);
     }
