@@ -51,7 +51,13 @@ export async function claimArrivedMessages(db: Queryable, conversationId: string
   return rows.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => r.content);
 }
 
-/** The newest messages of a conversation after `afterId` (and up to `throughId`), oldest first. Reads at most `limit` rows. */
+/**
+ * The newest messages of a conversation after `afterId` (and up to `throughId`), in the order they were read: turn by
+ * turn, each turn's messages in their order. Reads at most `limit` rows.
+ *
+ * A message stored while the turn before was giving its answer has a lower id than that answer, and is read by the
+ * next turn: by id alone the model would see it before the answer, and the conversation would end with its own words.
+ */
 export async function recentMessages(
   db: Queryable,
   conversationId: string,
@@ -63,10 +69,14 @@ export async function recentMessages(
     where conversation_id = ${conversationId} and id > ${options.afterId} and id <= ${options.throughId ?? Number.MAX_SAFE_INTEGER}
       and turn_id is not null
     order by id desc limit ${options.limit}`;
+  // Turns run one at a time in a conversation, so the first message each turn has is in the order the turns ran.
+  const firstOfTurn = new Map<string, number>();
+  for (const r of rows) firstOfTurn.set(r.turn_id!, Math.min(Number(r.id), firstOfTurn.get(r.turn_id!) ?? Infinity));
   return rows
     .filter((r) => !options.excludeTurn || r.turn_id !== options.excludeTurn)
-    .reverse()
-    .map((r) => ({ id: Number(r.id), message: r.content }));
+    .map((r) => ({ id: Number(r.id), turn: firstOfTurn.get(r.turn_id!)!, message: r.content }))
+    .sort((a, b) => a.turn - b.turn || a.id - b.id)
+    .map(({ id, message }) => ({ id, message }));
 }
 
 /** A skipped background turn leaves no trace in the transcript. */
