@@ -4,9 +4,9 @@ import { connectorForChat, type Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation, setConversationActiveTools } from '#src/db/conversations.ts';
-import { claimArrivedMessages, claimPendingMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
+import { claimArrivedMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
 import { outboundForTurn, outboundRowByKey, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
-import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested } from '#src/db/turns.ts';
+import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolCatalog } from '#src/tools/catalog.ts';
@@ -85,9 +85,6 @@ export class TurnInterrupted extends Error {
   override name = 'TurnInterrupted';
 }
 
-/** A user-turn job whose message an earlier turn already read mid-run: nothing to do. */
-class NothingPending extends Error {}
-
 const SHUTDOWN = 'shutdown';
 const TYPING_REFRESH_MS = 4000;
 
@@ -107,6 +104,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   const early = new Set<string>();
   let stopping = false;
   const { db } = deps.database;
+  // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
+  const bookkeeping = deps.database.bookkeeping;
 
   async function begin(job: TurnJob, persona: Persona): Promise<StartedTurn | undefined> {
     const { data } = job;
@@ -119,7 +118,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       const reply = (await outboundForTurn(db, existing.id)).find((r) => r.dedupeKey === `turn:${existing.id}:reply`);
       if (reply) {
         const delivered = await deps.delivery.deliver(draftOf(reply));
-        await finishTurn(db, existing.id, {
+        await finishTurn(bookkeeping, existing.id, {
           status: 'ok',
           inputTokens: existing.inputTokens,
           outputTokens: existing.outputTokens,
@@ -141,7 +140,24 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       };
     }
     const turnId = randomUUID();
-    return db.transaction(async (tx): Promise<StartedTurn> => {
+    if (data.kind === 'user') {
+      const { conversation, claimed } = await startUserTurn(bookkeeping, {
+        id: turnId,
+        conversationId: data.conversationId,
+        persona: persona.name,
+        connector: data.origin?.connector,
+        chat: data.origin?.chat,
+        thread: data.origin?.thread,
+        jobId: job.id,
+        origin: data.origin,
+      });
+      // Nothing waiting: an earlier turn already read this message mid-run.
+      if (claimed.length === 0) return undefined;
+      // In a group the answer quotes the message it answers; in a DM it needs no quote.
+      const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
+      return { turnId, replyTo, conversation, resumed: false };
+    }
+    return bookkeeping.transaction(async (tx): Promise<StartedTurn> => {
       const conversation = await ensureConversation(tx, {
         id: data.conversationId,
         persona: persona.name,
@@ -150,23 +166,12 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         thread: data.origin?.thread,
       });
       await insertTurn(tx, { id: turnId, conversationId: data.conversationId, kind: data.kind, jobId: job.id, origin: data.origin });
-      if (data.kind === 'user') {
-        const claimed = await claimPendingMessages(tx, data.conversationId, turnId);
-        // Nothing waiting: an earlier turn already read this message mid-run.
-        if (claimed.length === 0) throw new NothingPending();
-        // In a group the answer quotes the message it answers; in a DM it needs no quote.
-        const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
-        return { turnId, replyTo, conversation, resumed: false };
-      }
       await insertMessage(tx, {
         conversationId: data.conversationId,
         turnId,
         message: { role: 'user', content: backgroundPrompt(data.kind, data.prompt) },
       });
       return { turnId, conversation, resumed: false };
-    }).catch((err: unknown) => {
-      if (err instanceof NothingPending) return undefined;
-      throw err;
     });
   }
 
@@ -205,7 +210,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     } catch (err) {
       if (err instanceof TurnInterrupted) throw err;
       turnLog.error({ err }, 'turn crashed');
-      await finishTurn(db, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
+      await finishTurn(bookkeeping, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
       const sorry = 'Sorry, something went wrong on my side and I could not finish that. Please try again.';
       if (stream?.shown()) {
         await stream.finish(sorry).catch(() => {});
@@ -390,7 +395,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
           : undefined,
       onEvent: async (event) => {
         if (event.type === 'message' && !event.fromInbox) {
-          await insertMessage(db, { conversationId: data.conversationId, turnId, message: event.message });
+          await insertMessage(bookkeeping, { conversationId: data.conversationId, turnId, message: event.message });
           const { message } = event;
           if (data.kind !== 'user' && message.role === 'assistant' && !message.toolCalls?.length && message.content.trim()) {
             // A weak model's commonest mistake: its answer is text, which a background turn sends nowhere.
@@ -465,7 +470,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     // Warned before the turn is recorded as finished: a crash in between reruns this, and the ledger sends it once.
     // A failed task is reported to its parent with the batch's results instead.
     if (result.status === 'failed' && data.kind !== 'user' && data.kind !== 'task') await warnPrimary(persona, data, turnId, result.reason ?? result.error);
-    await finishTurn(db, turnId, {
+    await finishTurn(bookkeeping, turnId, {
       status: result.status,
       inputTokens: result.usage.input,
       outputTokens: result.usage.output,

@@ -20,6 +20,14 @@ export interface Database {
   applicationName: string;
   sql: postgres.Sql;
   db: Db;
+  /**
+   * The same database through connections whose commits do not wait for the WAL to reach the disk (asynchronous
+   * commit), for a turn's bookkeeping only: its start, its transcript and its end. A crash of Postgres may lose the
+   * last fraction of a second of them, never anything after a later ordinary commit (the WAL is flushed in order),
+   * and a turn rerun after such a crash writes them again. Never for what must survive a crash by itself: the inbound
+   * message and its job, the ledger row before a send, the sent mark after it.
+   */
+  bookkeeping: Db;
   close(): Promise<void>;
 }
 
@@ -52,7 +60,24 @@ export async function connectDatabase(url: string, options: { max?: number } = {
     );
   }
   const db = drizzle(preparing(sql), { schema });
-  return { url, applicationName, sql, db, close: () => sql.end({ timeout: 5 }) };
+  // Connects when first used; the same session name, so other processes see one process.
+  const relaxed = postgres(url, {
+    max: Math.min(4, options.max ?? 10),
+    onnotice: () => {},
+    connection: { application_name: applicationName, synchronous_commit: 'off' },
+    connect_timeout: 10,
+  });
+  const bookkeeping = drizzle(preparing(relaxed), { schema });
+  return {
+    url,
+    applicationName,
+    sql,
+    db,
+    bookkeeping,
+    close: async () => {
+      await Promise.all([sql.end({ timeout: 5 }), relaxed.end({ timeout: 5 })]);
+    },
+  };
 }
 
 /**

@@ -1,9 +1,46 @@
 import { and, desc, eq, sql } from 'drizzle-orm';
+import type { ChatMessage } from '#src/llm/types.ts';
 import { clientOf, type Queryable } from './client.ts';
 import { turns } from './schema.ts';
 import { QUEUES } from '#src/jobs/queues.ts';
 
 export type TurnRow = typeof turns.$inferSelect;
+
+/**
+ * Starts a user turn in one statement: the conversation marked active (created if need be), the messages waiting in it
+ * claimed for the turn oldest first (a message another transaction holds is waited for, see claimPendingMessages), and
+ * the turn recorded, unless nothing was waiting (an earlier turn read the message mid-run): then no turn is written
+ * and `claimed` is empty.
+ */
+export async function startUserTurn(
+  db: Queryable,
+  row: { id: string; conversationId: string; persona: string; connector?: string; chat?: string; thread?: string; jobId: string; origin?: unknown },
+): Promise<{ conversation: { historyAfterId: number; thinking: boolean; activeTools: string[] }; claimed: { message: ChatMessage; externalId: string | null }[] }> {
+  const [state] = await clientOf(db)<
+    { history_after_id: number; thinking: boolean; active_tools: string[]; claimed: { id: number; content: ChatMessage; external_id: string | null }[] }[]
+  >`
+    with conversation as (
+      insert into conversations (id, persona, connector, chat, thread)
+      values (${row.conversationId}, ${row.persona}, ${row.connector ?? null}, ${row.chat ?? null}, ${row.thread ?? null})
+      on conflict (id) do update set last_activity_at = now()
+      returning history_after_id, thinking, active_tools
+    ), claimed as (
+      update messages set turn_id = ${row.id}
+      where id in (select id from messages where conversation_id = ${row.conversationId} and turn_id is null order by id for update)
+      returning id, content, external_id
+    ), turn as (
+      insert into turns (id, conversation_id, kind, status, job_id, origin)
+      select ${row.id}, ${row.conversationId}, 'user', 'running', ${row.jobId}, ${row.origin === undefined ? null : JSON.stringify(row.origin)}::jsonb
+      where exists (select 1 from claimed)
+    )
+    select history_after_id, thinking, active_tools,
+      coalesce((select json_agg(json_build_object('id', id, 'content', content, 'external_id', external_id) order by id) from claimed), '[]'::json) as claimed
+    from conversation`;
+  return {
+    conversation: { historyAfterId: Number(state.history_after_id), thinking: state.thinking, activeTools: state.active_tools },
+    claimed: state.claimed.map((c) => ({ message: c.content, externalId: c.external_id })),
+  };
+}
 
 export async function insertTurn(
   db: Queryable,

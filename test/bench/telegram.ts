@@ -23,6 +23,7 @@ import { createBenchDatabase, percentile } from './support.ts';
 import {
   connectProfiler,
   nextTransactionId,
+  walFlushes,
   postgresCpuMs,
   processCpuMs,
   processRssMb,
@@ -97,6 +98,7 @@ interface Costs {
   postgresCpu?: number;
   statements?: Awaited<ReturnType<typeof readStatements>>;
   writingTransactions: number;
+  walFlushes?: number;
 }
 
 async function main() {
@@ -240,6 +242,8 @@ async function main() {
   /** Runs `fn` (which sends `dms` DMs to Parlor) and measures what Parlor and Postgres spent on them. */
   async function measured<T>(dms: number, fn: () => Promise<T>): Promise<{ result: T; costs: Costs }> {
     await resetStatements(admin);
+    await sleep(1200); // for pg_stat_io (see walFlushes)
+    const wal0 = await walFlushes(admin);
     const xid0 = await nextTransactionId(admin);
     const cpu0 = processCpuMs(parlorPid);
     const pg0 = postgresCpuMs(database.dataDir);
@@ -248,6 +252,8 @@ async function main() {
     const pg1 = postgresCpuMs(database.dataDir);
     const xid1 = await nextTransactionId(admin);
     const statements = await readStatements(admin);
+    await sleep(1200);
+    const wal1 = await walFlushes(admin);
     return {
       result,
       costs: {
@@ -256,6 +262,7 @@ async function main() {
         postgresCpu: pg0 !== undefined && pg1 !== undefined ? (pg1 - pg0) / dms : undefined,
         statements,
         writingTransactions: (xid1 - xid0 - 1) / dms, // less the one nextTransactionId's snapshot does not take
+        walFlushes: wal0 !== undefined && wal1 !== undefined ? (wal1 - wal0) / dms : undefined,
       },
     };
   }
@@ -299,7 +306,8 @@ async function main() {
   row('  of which pg-boss’s', (c) => calls(c, isBoss));
   row('  of which BEGIN / COMMIT / ROLLBACK', (c) => calls(c, isTxControl));
   row('  of which Parlor’s own', (c) => calls(c, (q) => !isBoss(q) && !isTxControl(q)));
-  row('writing transactions (commits that flush WAL)', (c) => c.writingTransactions);
+  row('writing transactions', (c) => c.writingTransactions);
+  row('WAL flushes (fsyncs)', (c) => c.walFlushes);
   row('SQL execution time in Postgres, ms', (c) => c.statements && c.statements.ms / c.dms, 2);
   if (!database.statements) console.log('  (pg_stat_statements is not available on this server: no statement figures)');
   if (parlorBurst.costs.statements) {

@@ -94,6 +94,15 @@ export async function nextTransactionId(sql: postgres.Sql): Promise<number> {
   return Number(row.xid);
 }
 
+/**
+ * WAL flushes (fsyncs) of the whole server so far, from pg_stat_io; backends report theirs within a second of
+ * going idle, so read it a little after a run ends. Undefined before Postgres 16.
+ */
+export async function walFlushes(sql: postgres.Sql): Promise<number | undefined> {
+  const rows = await sql<{ n: string | null }[]>`select sum(fsyncs)::text as n from pg_stat_io where object = 'wal'`.catch(() => undefined);
+  return rows?.[0]?.n == null ? undefined : Number(rows[0].n);
+}
+
 /** A short name for a statement: pg-boss's are in its schema; BEGIN/COMMIT as they are. */
 export function statementLabel(query: string): string {
   const flat = query.replace(/\s+/g, ' ').trim();
