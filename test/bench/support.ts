@@ -25,14 +25,17 @@ export async function createBenchDatabase(options: { statements?: boolean } = {}
   // Traversable by the postgres user (root runs Postgres as that user), so the data stays in the scratch folder.
   await fs.chmod(scratch, 0o711);
   const given = process.env.TEST_DATABASE_URL ?? process.env.DATABASE_URL;
-  const embedded = given ? undefined : await startEmbeddedPostgres(path.join(scratch, 'home'));
+  const home = path.join(scratch, 'home');
+  let embedded = given ? undefined : await startEmbeddedPostgres(home);
   const adminUrl = given ?? embedded!.url;
   const name = `parlor_bench_${randomBytes(4).toString('hex')}`;
   let admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   if (options.statements && embedded) {
+    // Read at start-up only: stopped and started again (nobody else uses this server yet).
     await admin.unsafe(`alter system set shared_preload_libraries = 'pg_stat_statements'`);
     await admin.end();
-    await embedded.restart('fast');
+    await embedded.release();
+    embedded = await startEmbeddedPostgres(home);
     admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   }
   await admin.unsafe(`create database ${name}`);
