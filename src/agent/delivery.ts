@@ -206,7 +206,8 @@ export function createDelivery(deps: {
       const now = connector && !options.later;
       const row = await insertOutbound(db, { ...request, status: now ? 'sending' : 'pending', claimedBy: deps.session });
       if (!row) return options.later ? { status: 'queued' } : settleExisting(request, connector);
-      if (now) return send(row, connector);
+      // Written as pending when an earlier message of the chat is still open: it goes out after that one.
+      if (now && row.status === 'sending') return send(row, connector);
       if (connector) scheduleDrain();
       else await notify(db, CHANNELS.outbox, request.connector);
       return { status: 'queued' };

@@ -43,11 +43,17 @@ export async function insertOutbound(
   const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
   // Every reply goes through here: written for postgres.js directly (see clientOf).
   const [inserted] = await clientOf(db)<Record<string, unknown>[]>`
+    with open as (
+      select 1 from outbound_messages where connector = ${row.connector} and chat = ${row.chat} and status in ('pending', 'sending') limit 1
+    )
     insert into outbound_messages
       (dedupe_key, turn_id, conversation_id, connector, chat, thread, reply_to, text, files, buttons, kind, private_to, status, claimed_at, claimed_by)
     values (${row.dedupeKey}, ${row.turnId ?? null}, ${row.conversationId ?? null}, ${row.connector}, ${row.chat}, ${row.thread ?? null},
       ${row.replyTo ?? null}, ${row.text}, ${json(row.files)}, ${json(row.buttons)}, ${row.kind ?? 'message'}, ${row.privateTo ?? null},
-      ${row.status}, case when ${sending} then now() end, ${claimedBy})
+      -- Sent at once only when nothing of the chat is still open (by any process): else it waits its turn in the outbox.
+      case when ${sending} and not exists (select 1 from open) then 'sending' else 'pending' end,
+      case when ${sending} and not exists (select 1 from open) then now() end,
+      case when not exists (select 1 from open) then ${claimedBy}::text end)
     -- A message whose earlier attempt failed for good may be tried again; one sent or in flight may not.
     on conflict (dedupe_key) do update
       set status = excluded.status, claimed_at = excluded.claimed_at, claimed_by = excluded.claimed_by, error = null, text = excluded.text
@@ -124,7 +130,11 @@ export async function markOutboundFailed(db: Queryable, id: number, error: strin
   await db.update(outboundMessages).set({ status: 'failed', error, attempts }).where(eq(outboundMessages.id, id));
 }
 
-/** Takes pending messages for the connectors (and chats) this process serves; concurrent claimers get disjoint rows. */
+/**
+ * Takes pending messages for the connectors (and chats) this process serves; concurrent claimers get disjoint rows.
+ * Only the oldest open message of each chat is taken: while one is being sent (by any process: a 429 can hold it for
+ * seconds), the chat's next waits for it, so a chat's messages go out in order whichever process sends them.
+ */
 export async function claimPendingOutbound(
   db: Queryable,
   served: { connector: string; chats?: readonly string[] }[],
@@ -141,7 +151,9 @@ export async function claimPendingOutbound(
     .where(
       inArray(
         outboundMessages.id,
-        sql`(select id from outbound_messages where status = 'pending' and (${sql.join(filters, sql` or `)}) order by id limit ${limit} for update skip locked)`,
+        sql`(select id from outbound_messages o where status = 'pending' and (${sql.join(filters, sql` or `)})
+          and not exists (select 1 from outbound_messages e where e.connector = o.connector and e.chat = o.chat and e.id < o.id and e.status in ('pending', 'sending'))
+          order by id limit ${limit} for update skip locked)`,
       ),
     )
     .returning();

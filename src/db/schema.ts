@@ -137,6 +137,8 @@ export const outboundMessages = pgTable(
     index('outbound_open_idx').on(t.conversationId).where(sql`${t.status} in ('pending', 'sending')`),
     index('outbound_created_idx').on(t.createdAt),
     index('outbound_sending_idx').on(t.claimedBy).where(sql`${t.status} = 'sending'`),
+    /** A chat's open messages: the next one waits for them, so a chat's messages go out in order. */
+    index('outbound_open_chat_idx').on(t.connector, t.chat, t.id).where(sql`${t.status} in ('pending', 'sending')`),
   ],
 );
 

@@ -250,10 +250,9 @@ describe('Telegram webhooks behind two ingress processes', () => {
     }
   }, 40_000);
 
-  // Fails today: while the first reply waits out its 429 on one process, the other ingress process claims the chat's
-  // next reply from the outbox and sends it first. claimPendingOutbound (src/db/outbound-messages.ts) hands out any
-  // pending row; it should hand out only the oldest open row of each chat. Drop `.fails` once it does.
-  it.fails("a reply held back by Telegram's rate limit on one process is not overtaken by the chat's next reply on the other", async () => {
+  // While the first reply waits out its 429 on one process, the other ingress process took the chat's next reply
+  // from the outbox and sent it first; now a chat's next message waits for its open one, whichever process has it.
+  it("a reply held back by Telegram's rate limit on one process is not overtaken by the chat's next reply on the other", async () => {
     // The next send is refused with a 429: the process sending it waits two seconds and sends it again.
     telegram.failNext('sendMessage', { ok: false, error_code: 429, description: 'Too Many Requests: retry after 2', parameters: { retry_after: 2 } });
     const limited = () => telegram.callsOf('sendMessage').filter((c) => Number(c.body.chat_id) === LIMITED);

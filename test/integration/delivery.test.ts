@@ -70,6 +70,19 @@ describe('the outbound ledger', () => {
     expect(h.chat.sent).toHaveLength(0);
   });
 
+  it("waits behind the chat's message still being sent (a 429 can hold it for seconds), and goes out after it", async () => {
+    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
+                      values ('held', 'chat', 'u1', 'message held', 'sending', now(), ${h.app.database.applicationName})`);
+    // Another chat is not held by it.
+    expect(await h.app.delivery.deliver({ ...draft('elsewhere'), chat: 'u2' })).toMatchObject({ status: 'sent' });
+    expect(await h.app.delivery.deliver(draft('behind'))).toEqual({ status: 'queued' });
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(h.chat.sent.map((m) => m.text)).toEqual(['message elsewhere']);
+    await h.query(sql`update outbound_messages set status = 'sent', sent_at = now() where dedupe_key = 'held'`);
+    await h.chat.waitForSent(2, 5000);
+    expect(h.chat.sent.map((m) => m.text)).toEqual(['message elsewhere', 'message behind']);
+  });
+
   it('sends a message whose sender died once it is seen gone twice by maintenance, even if nobody delivers it again', async () => {
     await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
                       values ('abandoned', 'chat', 'u1', 'message abandoned', 'sending', now(), 'parlor:1:dead')`);

@@ -1,0 +1,1 @@
+CREATE INDEX "outbound_open_chat_idx" ON "outbound_messages" USING btree ("connector","chat","id") WHERE "outbound_messages"."status" in ('pending', 'sending');
