@@ -60,9 +60,10 @@ export async function connectDatabase(url: string, options: { max?: number } = {
     );
   }
   const db = drizzle(preparing(sql), { schema });
-  // Connects when first used; the same session name, so other processes see one process.
+  // Connects when first used and lets idle connections go; the same session name, so other processes see one process.
   const relaxed = postgres(url, {
-    max: Math.min(4, options.max ?? 10),
+    max: options.max ?? 10,
+    idle_timeout: 60,
     onnotice: () => {},
     connection: { application_name: applicationName, synchronous_commit: 'off' },
     connect_timeout: 10,
