@@ -29,7 +29,7 @@ export async function getConversation(db: Queryable, id: string): Promise<Conver
 export async function resetConversationHistory(db: Queryable, id: string): Promise<void> {
   await db
     .update(conversations)
-    .set({ historyAfterId: sql`(select coalesce(max(id), 0) from messages where conversation_id = ${id})`, activeTools: sql`'{}'::text[]` })
+    .set({ historyAfterId: sql`(select coalesce(max(seq), 0) from messages where conversation_id = ${id})`, activeTools: sql`'{}'::text[]` })
     .where(eq(conversations.id, id));
 }
 

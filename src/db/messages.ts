@@ -27,10 +27,12 @@ export async function claimPendingMessages(
   conversationId: string,
   turnId: string,
 ): Promise<{ message: ChatMessage; externalId: string | null }[]> {
+  // Each takes its place in the transcript now (seq), after whatever the turns before wrote meanwhile.
   const rows = await clientOf(db)<{ id: string; content: ChatMessage; external_id: string | null }[]>`
-    update messages set turn_id = ${turnId}
-    where id in (select id from messages where conversation_id = ${conversationId} and turn_id is null order by id for update)
-    returning id, content, external_id`;
+    with picked as (select id from messages where conversation_id = ${conversationId} and turn_id is null order by id for update),
+    numbered as (select id, nextval('messages_id_seq') as seq from picked)
+    update messages m set turn_id = ${turnId}, seq = numbered.seq from numbered where m.id = numbered.id
+    returning m.id, m.content, m.external_id`;
   return rows.sort((a, b) => Number(a.id) - Number(b.id)).map((r) => ({ message: r.content, externalId: r.external_id }));
 }
 
@@ -52,11 +54,8 @@ export async function claimArrivedMessages(db: Queryable, conversationId: string
 }
 
 /**
- * The newest messages of a conversation after `afterId` (and up to `throughId`), in the order they were read: turn by
- * turn, each turn's messages in their order. Reads at most `limit` rows.
- *
- * A message stored while the turn before was giving its answer has a lower id than that answer, and is read by the
- * next turn: by id alone the model would see it before the answer, and the conversation would end with its own words.
+ * The newest messages of a conversation after position `afterId` (and up to `throughId`), in transcript order (their
+ * `seq`: when written, or when a turn read them), with their position as `id`. Reads at most `limit` rows.
  */
 export async function recentMessages(
   db: Queryable,
@@ -64,19 +63,15 @@ export async function recentMessages(
   options: { afterId: number; limit: number; excludeTurn?: string; throughId?: number },
 ): Promise<{ id: number; message: ChatMessage }[]> {
   // Every turn reads its history: written for postgres.js directly (see clientOf).
-  const rows = await clientOf(db)<{ id: string; content: ChatMessage; turn_id: string | null }[]>`
-    select id, content, turn_id from messages
-    where conversation_id = ${conversationId} and id > ${options.afterId} and id <= ${options.throughId ?? Number.MAX_SAFE_INTEGER}
+  const rows = await clientOf(db)<{ seq: string; content: ChatMessage; turn_id: string | null }[]>`
+    select seq, content, turn_id from messages
+    where conversation_id = ${conversationId} and seq > ${options.afterId} and seq <= ${options.throughId ?? Number.MAX_SAFE_INTEGER}
       and turn_id is not null
-    order by id desc limit ${options.limit}`;
-  // Turns run one at a time in a conversation, so the first message each turn has is in the order the turns ran.
-  const firstOfTurn = new Map<string, number>();
-  for (const r of rows) firstOfTurn.set(r.turn_id!, Math.min(Number(r.id), firstOfTurn.get(r.turn_id!) ?? Infinity));
+    order by seq desc limit ${options.limit}`;
   return rows
     .filter((r) => !options.excludeTurn || r.turn_id !== options.excludeTurn)
-    .map((r) => ({ id: Number(r.id), turn: firstOfTurn.get(r.turn_id!)!, message: r.content }))
-    .sort((a, b) => a.turn - b.turn || a.id - b.id)
-    .map(({ id, message }) => ({ id, message }));
+    .reverse()
+    .map((r) => ({ id: Number(r.seq), message: r.content }));
 }
 
 /** A skipped background turn leaves no trace in the transcript. */
@@ -88,7 +83,7 @@ export async function countMessages(db: Queryable, conversationId: string, after
   const [row] = await db
     .select({ n: count() })
     .from(messages)
-    .where(and(eq(messages.conversationId, conversationId), gt(messages.id, afterId)));
+    .where(and(eq(messages.conversationId, conversationId), gt(messages.seq, afterId)));
   return row?.n ?? 0;
 }
 
@@ -112,7 +107,7 @@ export async function transcript(
     .select({ id: messages.id, content: messages.content, sender: messages.sender, createdAt: messages.createdAt })
     .from(messages)
     .where(eq(messages.conversationId, conversationId))
-    .orderBy(desc(messages.id))
+    .orderBy(desc(messages.seq))
     .limit(limit);
   return rows.reverse().map((r) => ({ id: r.id, message: r.content as ChatMessage, sender: r.sender, createdAt: r.createdAt }));
 }

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import {
+  bigint,
   bigserial,
   boolean,
   check,
@@ -48,10 +49,18 @@ export const messages = pgTable(
     content: jsonb('content').notNull(),
     sender: text('sender'),
     externalId: text('external_id'),
+    /**
+     * Where the message stands in the transcript: when it was written, or, for a person's message, when a turn read
+     * it (a message stored while the turn before was answering is read after that answer). From the ids' sequence.
+     */
+    seq: bigint('seq', { mode: 'number' })
+      .notNull()
+      .default(sql`nextval('messages_id_seq')`),
     createdAt: createdAt(),
   },
   (t) => [
     index('messages_conversation_idx').on(t.conversationId, t.id),
+    index('messages_history_idx').on(t.conversationId, t.seq).where(sql`${t.turnId} is not null`),
     index('messages_pending_idx').on(t.conversationId, t.id).where(sql`${t.turnId} is null`),
     index('messages_turn_idx').on(t.turnId),
   ],

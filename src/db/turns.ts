@@ -24,10 +24,14 @@ export async function startUserTurn(
       values (${row.conversationId}, ${row.persona}, ${row.connector ?? null}, ${row.chat ?? null}, ${row.thread ?? null})
       on conflict (id) do update set last_activity_at = now()
       returning history_after_id, thinking, active_tools
+    ), picked as (
+      select id from messages where conversation_id = ${row.conversationId} and turn_id is null order by id for update
+    ), numbered as (
+      -- Each takes its place in the transcript now, after whatever the turns before wrote meanwhile.
+      select id, nextval('messages_id_seq') as seq from picked
     ), claimed as (
-      update messages set turn_id = ${row.id}
-      where id in (select id from messages where conversation_id = ${row.conversationId} and turn_id is null order by id for update)
-      returning id, content, external_id
+      update messages m set turn_id = ${row.id}, seq = numbered.seq from numbered where m.id = numbered.id
+      returning m.id, m.content, m.external_id
     ), turn as (
       insert into turns (id, conversation_id, kind, status, job_id, origin)
       select ${row.id}, ${row.conversationId}, 'user', 'running', ${row.jobId}, ${row.origin === undefined ? null : JSON.stringify(row.origin)}::jsonb
@@ -135,7 +139,7 @@ export async function setAsidePendingMessages(db: Queryable, conversationId: str
       where exists (select 1 from messages where conversation_id = ${conversationId} and turn_id is null)
       returning id
     )
-    update messages set turn_id = (select id from turn)
+    update messages set turn_id = (select id from turn), seq = nextval('messages_id_seq')
     where id in (select id from messages where conversation_id = ${conversationId} and turn_id is null for update skip locked)
       and exists (select 1 from turn)
     returning id`)) as unknown as unknown[];
