@@ -21,6 +21,11 @@ export interface EmbeddedPostgres {
   dataDir: string;
   /** Stops the server unless another Parlor process is still connected to it. */
   release(): Promise<void>;
+  /**
+   * Stops and starts the server, whoever is connected (`immediate`: without a checkpoint, as after a crash; `fast`:
+   * connections are closed first). Clients lose their connections and must reconnect.
+   */
+  restart(mode: 'immediate' | 'fast'): Promise<void>;
 }
 
 interface Settings {
@@ -204,6 +209,12 @@ export async function startEmbeddedPostgres(
       }
       await run(bin.pg_ctl, ['stop', '-w', '-t', '30', '-m', 'fast', '-D', dataDir], user);
       log('embedded Postgres stopped');
+    },
+    restart: async (mode) => {
+      // pg_ctl keeps the options the server was started with (postmaster.opts).
+      const restarted = await run(bin.pg_ctl, ['restart', '-w', '-t', '60', '-m', mode, '-D', dataDir, '-l', logFile], user);
+      if (restarted.code !== 0) throw new EmbeddedPostgresError(`embedded Postgres did not restart: ${lastLines(restarted.output)} (log: ${logFile})`);
+      log(`embedded Postgres restarted (${mode})`);
     },
   };
 }

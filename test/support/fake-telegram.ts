@@ -12,7 +12,7 @@ export interface BotApiCall {
   result?: unknown;
 }
 
-type Reply = { ok: true; result: unknown } | { ok: false; error_code: number; description: string; parameters?: { retry_after?: number } };
+export type BotApiReply = { ok: true; result: unknown } | { ok: false; error_code: number; description: string; parameters?: { retry_after?: number } };
 
 export interface FakeTelegram {
   apiRoot: string;
@@ -26,7 +26,7 @@ export interface FakeTelegram {
   /** What downloading a file gives: its bytes, and a promise the download waits for (a slow file). */
   serveFile(fileId: string, file: { bytes?: string | Buffer; until?: Promise<unknown> }): void;
   /** The next `times` calls of `method` get this reply instead of the default. */
-  failNext(method: string, reply: Reply, times?: number): void;
+  failNext(method: string, reply: BotApiReply, times?: number): void;
   callsOf(method: string): BotApiCall[];
   close(): Promise<void>;
 }
@@ -69,14 +69,30 @@ async function readBody(req: IncomingMessage): Promise<Record<string, any>> {
   }
 }
 
-export async function startFakeTelegram(): Promise<FakeTelegram> {
+export interface FakeTelegramOptions {
+  /** getUpdates with a `timeout` waits (up to it, at most 25 s) for updates, as Telegram's long polling does. */
+  longPoll?: boolean;
+  /**
+   * Asked before each Bot API call is answered: a reply to give instead (a 429 with retry_after, a 5xx), or 'drop' to
+   * close the connection without an answer. Not asked for getMe.
+   */
+  chaos?: (method: string, body: Record<string, any>) => BotApiReply | 'drop' | undefined;
+}
+
+export async function startFakeTelegram(options: FakeTelegramOptions = {}): Promise<FakeTelegram> {
   const calls: BotApiCall[] = [];
   const batches: unknown[][] = [];
   let queued: { update_id: number }[] = [];
   const files = new Map<string, { bytes?: string | Buffer; until?: Promise<unknown> }>();
   const fileBytes = (fileId: string) => Buffer.from(files.get(fileId)?.bytes ?? 'fake file bytes');
-  const failures = new Map<string, Reply[]>();
+  const failures = new Map<string, BotApiReply[]>();
   let messageId = 100;
+  // Long polls waiting for updates.
+  const pollers = new Set<() => void>();
+  const wakePollers = () => {
+    for (const wake of pollers) wake();
+    pollers.clear();
+  };
   const server = createServer(async (req, res) => {
     if (req.url?.startsWith('/file/')) {
       calls.push({ method: 'file', body: { path: req.url } });
@@ -90,8 +106,27 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     const body = await readBody(req);
     const call: BotApiCall = { method, body, at };
     calls.push(call);
-    const scripted = failures.get(method)?.shift();
-    let reply: Reply;
+    const scripted = failures.get(method)?.shift() ?? (method === 'getMe' ? undefined : options.chaos?.(method, body));
+    if (scripted === 'drop') {
+      call.result = 'dropped';
+      return void req.socket.destroy();
+    }
+    if (method === 'getUpdates' && options.longPoll && !scripted && Number(body.timeout) > 0) {
+      const offset = Number(body.offset ?? 0);
+      if (!batches.length && !queued.some((u) => u.update_id >= offset)) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, Math.min(Number(body.timeout), 25) * 1000);
+          const wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+          pollers.add(wake);
+          req.socket.once('close', wake);
+        });
+        if (req.socket.destroyed) return;
+      }
+    }
+    let reply: BotApiReply;
     if (scripted) reply = scripted;
     else if (method === 'getMe') reply = { ok: true, result: { id: 4242, is_bot: true, first_name: 'Parlor', username: 'parlor_test_bot' } };
     else if (method === 'getUpdates') {
@@ -115,8 +150,14 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
   return {
     apiRoot: `http://127.0.0.1:${port}`,
     calls,
-    pushUpdates: (...updates) => void batches.push(updates),
-    queueUpdates: (...updates) => void queued.push(...updates),
+    pushUpdates(...updates) {
+      batches.push(updates);
+      wakePollers();
+    },
+    queueUpdates(...updates) {
+      queued.push(...updates);
+      wakePollers();
+    },
     unacknowledged: () => queued.map((u) => u.update_id),
     serveFile: (fileId, file) => void files.set(fileId, file),
     failNext(method, reply, times = 1) {
@@ -125,6 +166,7 @@ export async function startFakeTelegram(): Promise<FakeTelegram> {
     callsOf: (method) => calls.filter((c) => c.method === method),
     close: () =>
       new Promise<void>((resolve) => {
+        wakePollers();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

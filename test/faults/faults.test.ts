@@ -1,0 +1,39 @@
+// The short fault run of `npm test` (`npm run faults` is the full one): real parlor start processes under load while
+// they are killed with SIGKILL, Postgres restarts, the model fails and the platforms rate-limit, drop connections and
+// deliver twice. Every invariant must hold at the end.
+import { describe, expect, it } from 'vitest';
+import { formatReport, runFaults } from './scenario.ts';
+
+describe('under faults', () => {
+  it('loses nothing, sends nothing twice, leaves nothing stuck, runs no tool without approval and shows no internal text', async () => {
+    const seed = Number(process.env.FAULTS_SEED ?? Date.now() % 100_000);
+    const report = await runFaults({
+      cycles: 4,
+      postgresEvery: 3,
+      cycleSeconds: [2, 4],
+      workers: 1,
+      seed,
+      chats: { echo: 3, ask: 1, remind: 1 },
+      modelFaultRate: 0.1,
+      approvalTimeoutSeconds: 10,
+      drainSeconds: 120,
+    });
+    const summary = `seed ${seed}\n${formatReport(report)}`;
+    console.log(summary);
+    expect(report.kills, summary).toBeGreaterThanOrEqual(3);
+    expect(report.accepted, summary).toBeGreaterThan(50);
+    expect(
+      {
+        lost: report.lost,
+        duplicated: report.duplicated,
+        stuck: report.stuck,
+        outOfOrder: report.outOfOrder,
+        unapprovedRuns: report.unapprovedRuns,
+        internalText: report.internalText,
+        unexpected: report.unexpected,
+        crashes: report.crashTails,
+      },
+      summary,
+    ).toEqual({ lost: [], duplicated: [], stuck: [], outOfOrder: [], unapprovedRuns: [], internalText: [], unexpected: [], crashes: [] });
+  }, 420_000);
+});

@@ -1,0 +1,176 @@
+// Each fake platform as the fault run sees it: people posting and clicking, the platform delivering again what it
+// was not sure arrived, and what the bot has in each chat now (edits applied), with how often each message was created.
+import type { FakeDiscord } from '../support/fake-discord.ts';
+import type { FakeSlack } from '../support/fake-slack.ts';
+import { imChannelFor } from '../support/fake-slack-payloads.ts';
+import type { FakeTelegram } from '../support/fake-telegram.ts';
+
+export type PlatformName = 'telegram' | 'discord' | 'slack';
+
+export interface BotMessage {
+  id: string;
+  text: string;
+  buttons: { label: string; data: string }[];
+  /** When the platform created it. */
+  at: number;
+}
+
+export interface Platform {
+  name: PlatformName;
+  /** Posts a DM from the person; `accepted` is what the platform knows (true: the bot took it). */
+  dm(person: string, text: string): Promise<{ ref: string; accepted: boolean | 'unknown' }>;
+  /** What the bot has in the person's DM now, oldest first. */
+  messages(person: string): BotMessage[];
+  click(person: string, message: BotMessage, label: string): Promise<void>;
+  /** Delivers one of the messages posted earlier again (a duplicate delivery). */
+  duplicate(pick: (count: number) => number): Promise<boolean>;
+  /** Drops the bot's connection (gateway / socket); false where there is none. */
+  disconnect(): boolean;
+}
+
+export function telegramPlatform(fake: FakeTelegram, firstUpdate = 1): Platform {
+  let nextUpdate = firstUpdate;
+  let nextMessage = 10_000;
+  const posted: { update_id: number }[] = [];
+  const person = (id: string) => ({ id: Number(id), is_bot: false, first_name: `P${id}` });
+  const parse = (markup: unknown) => (typeof markup === 'string' ? JSON.parse(markup) : markup) as { inline_keyboard?: { text: string; callback_data: string }[][] } | undefined;
+  return {
+    name: 'telegram',
+    async dm(id, text) {
+      const update = {
+        update_id: nextUpdate++,
+        message: { message_id: nextMessage++, date: Math.floor(Date.now() / 1000), chat: { id: Number(id), type: 'private' }, from: person(id), text },
+      };
+      posted.push(update);
+      // Handed out until a getUpdates offset acknowledges it, as Telegram does.
+      fake.queueUpdates(update);
+      return { ref: String(update.update_id), accepted: true };
+    },
+    messages(id) {
+      const byId = new Map<number, BotMessage>();
+      for (const call of fake.calls) {
+        if (String(call.body.chat_id) !== id || !call.result || call.result === 'dropped') continue;
+        if (call.method === 'sendMessage') {
+          const result = call.result as { message_id: number };
+          const buttons = (parse(call.body.reply_markup)?.inline_keyboard ?? []).flat().map((b) => ({ label: b.text, data: b.callback_data }));
+          byId.set(result.message_id, { id: String(result.message_id), text: String(call.body.text), buttons, at: call.at ?? 0 });
+        } else if (call.method === 'editMessageText' || call.method === 'editMessageReplyMarkup') {
+          const message = byId.get(Number(call.body.message_id));
+          if (!message) continue;
+          if (call.method === 'editMessageText') message.text = String(call.body.text);
+          message.buttons = (parse(call.body.reply_markup)?.inline_keyboard ?? []).flat().map((b) => ({ label: b.text, data: b.callback_data }));
+        } else if (call.method === 'deleteMessage') byId.delete(Number(call.body.message_id));
+      }
+      return [...byId.values()];
+    },
+    async click(id, message, label) {
+      const button = message.buttons.find((b) => b.label === label);
+      if (!button) throw new Error(`no button ${label} on ${message.id}`);
+      fake.queueUpdates({
+        update_id: nextUpdate++,
+        callback_query: {
+          id: `cb${nextUpdate}`,
+          from: person(id),
+          chat_instance: `ci${id}`,
+          data: button.data,
+          message: { message_id: Number(message.id), date: Math.floor(Date.now() / 1000), chat: { id: Number(id), type: 'private' }, text: message.text },
+        },
+      } as never);
+    },
+    async duplicate(pick) {
+      if (!posted.length) return false;
+      // Handed out once more, whatever the offset (Telegram re-delivers what it was not sure arrived).
+      fake.pushUpdates(posted[pick(posted.length)]);
+      return true;
+    },
+    disconnect: () => false,
+  };
+}
+
+export function discordPlatform(fake: FakeDiscord): Platform {
+  const posted: string[] = [];
+  const created = (channel: string) => new Map(fake.callsOf('POST /channels/:id/messages').filter((c) => c.path.includes(channel) && c.result).map((c) => [(c.result as { id: string }).id, c.at]));
+  return {
+    name: 'discord',
+    async dm(username, text) {
+      const live = fake.sessions().length > 0;
+      const message = fake.sendDm({ from: username, content: text });
+      posted.push(message.id);
+      return { ref: message.id, accepted: live ? 'unknown' : false };
+    },
+    messages(username) {
+      const channel = fake.dmChannel(username);
+      const at = created(channel);
+      return fake.messages(channel).map((m) => ({
+        id: m.id,
+        text: m.content,
+        buttons: (m.components ?? []).flatMap((row: any) => row.components ?? []).filter((c: any) => !c.disabled && c.custom_id).map((c: any) => ({ label: String(c.label), data: String(c.custom_id) })),
+        at: at.get(m.id) ?? 0,
+      }));
+    },
+    async click(username, message, label) {
+      const button = message.buttons.find((b) => b.label === label);
+      if (!button) throw new Error(`no button ${label} on ${message.id}`);
+      await fake.click({ message: message.id, customId: button.data, from: username, timeoutMs: 10_000 }).catch(() => {});
+    },
+    async duplicate(pick) {
+      if (!posted.length) return false;
+      const id = posted[pick(posted.length)];
+      const frame = fake.frames.find((f: any) => f.t === 'MESSAGE_CREATE' && f.d?.id === id) as { d: unknown } | undefined;
+      if (!frame) return false;
+      return fake.dispatch('MESSAGE_CREATE', frame.d) > 0;
+    },
+    disconnect() {
+      fake.disconnect();
+      return true;
+    },
+  };
+}
+
+export function slackPlatform(fake: FakeSlack): Platform {
+  const posted: Awaited<ReturnType<FakeSlack['dm']>>[] = [];
+  const created = () => new Map(fake.callsOf('chat.postMessage').filter((c) => typeof c.response === 'object' && c.response.ok).map((c) => [String((c.response as { ts: string }).ts), c.at]));
+  /** Slack retries an event it got no ack for, three times, a little later each time. */
+  async function deliver(first: Awaited<ReturnType<FakeSlack['dm']>>): Promise<boolean> {
+    let delivery = first;
+    for (let attempt = 1; !delivery.acked && attempt <= 3; attempt++) {
+      await new Promise((r) => setTimeout(r, 1000 * attempt));
+      delivery = await fake.redeliver(delivery, { retryReason: 'timeout', timeoutMs: 5000 });
+    }
+    return delivery.acked;
+  }
+  return {
+    name: 'slack',
+    async dm(user, text) {
+      const delivery = await fake.dm({ user, text });
+      posted.push(delivery);
+      const accepted = await deliver(delivery);
+      return { ref: String(delivery.envelope.payload.event_id ?? ''), accepted };
+    },
+    messages(user) {
+      const at = created();
+      return fake.messages(imChannelFor([user])).map((m) => ({
+        id: m.ts,
+        text: m.text ?? '',
+        buttons: (m.blocks ?? [])
+          .filter((b: any) => b.type === 'actions')
+          .flatMap((b: any) => b.elements ?? [])
+          .filter((e: any) => e.type === 'button')
+          .map((e: any) => ({ label: String(e.text?.text ?? ''), data: String(e.action_id) })),
+        at: at.get(m.ts) ?? 0,
+      }));
+    },
+    async click(user, message, label) {
+      await fake.click({ message: { channel: imChannelFor([user]), ts: message.id }, label, user }).catch(() => {});
+    },
+    async duplicate(pick) {
+      if (!posted.length) return false;
+      await fake.redeliver(posted[pick(posted.length)], { retryReason: 'http_timeout', timeoutMs: 5000 });
+      return true;
+    },
+    disconnect() {
+      fake.disconnect({ abrupt: true });
+      return true;
+    },
+  };
+}

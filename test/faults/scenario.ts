@@ -1,0 +1,521 @@
+// One fault run: people on Telegram, Discord and Slack keep writing, asking for a tool that needs approval (and
+// clicking, or not) and setting reminders, while Parlor processes are killed with SIGKILL, Postgres restarts, the
+// model fails in every way it can and the platforms rate-limit, fail, drop connections and deliver twice. At the end
+// the invariants are checked from the fakes' records and the database.
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { FakeReply, RecordedRequest } from '../support/fake-llm.ts';
+import type { BotApiReply } from '../support/fake-telegram.ts';
+import { discordPlatform, slackPlatform, telegramPlatform, type BotMessage, type Platform, type PlatformName } from './platforms.ts';
+import { startWorld, type World } from './world.ts';
+
+export interface FaultConfig {
+  /** Kill -9 cycles (each: some seconds of load, then a kill of a random process, or a Postgres restart). */
+  cycles: number;
+  /** Which cycles restart Postgres instead of killing a process. */
+  postgresEvery: number;
+  /** Seconds of load between faults (a random time in this range). */
+  cycleSeconds: [number, number];
+  workers: number;
+  seed: number;
+  /** Chats per platform and flow. */
+  chats: { echo: number; ask: number; remind: number };
+  /** Share of model calls that fail. */
+  modelFaultRate: number;
+  approvalTimeoutSeconds: number;
+  /** How long the end of the run waits for everything in flight to finish. */
+  drainSeconds: number;
+  log?: (line: string) => void;
+}
+
+export interface FaultReport {
+  seconds: number;
+  sent: Record<PlatformName, number>;
+  accepted: number;
+  notAccepted: number;
+  clicks: number;
+  reminders: number;
+  kills: number;
+  postgresRestarts: number;
+  crashes: number;
+  faults: Record<string, number>;
+  lost: string[];
+  duplicated: string[];
+  outOfOrder: string[];
+  stuck: string[];
+  failedVisibly: number;
+  unapprovedRuns: string[];
+  toolRanTwice: string[];
+  approvals: { allowed: number; denied: number; expired: number };
+  remindersFired: number;
+  internalText: string[];
+  unexpected: string[];
+  recoveryMs: { p50: number; p99: number; count: number };
+  rss: { peakBytes: number; firstBytes: number; lastBytes: number };
+  tables: { firstBytes: number; lastBytes: number };
+  leftOver: Record<string, number>;
+  crashTails: string[];
+  diagnosis: string[];
+}
+
+/** Seeded, so a failing run can be run again as it was. */
+function random(seed: number) {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** What a chat must never show: stack traces, tool-call wire text, the system prompt, placeholders. */
+const INTERNAL = [
+  /\n\s+at .+:\d+:\d+/,
+  /\bat (?:async )?[\w.<>]+ \(.*:\d+:\d+\)/,
+  /\[object Object\]/,
+  /\bundefined\b/,
+  /"tool_calls"|"function":\s*\{|<\/?tool_call>/,
+  /under fault injection/,
+  /ECONNREFUSED|ECONNRESET|socket hang up/,
+  /\bpg-boss\b|\bpostgres(?:ql)?:\/\//i,
+  /TypeError|ReferenceError|SyntaxError/,
+];
+
+function percentile(sorted: number[], p: number): number {
+  if (!sorted.length) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+export async function runFaults(config: FaultConfig): Promise<FaultReport> {
+  const rand = random(config.seed);
+  const chance = (p: number) => rand() < p;
+  const between = (a: number, b: number) => a + rand() * (b - a);
+  const log = config.log ?? (() => {});
+  const faults: Record<string, number> = {};
+  const count = (kind: string) => void (faults[kind] = (faults[kind] ?? 0) + 1);
+
+  // Platform trouble comes in windows of a few seconds.
+  const windows = { telegram429: 0, telegram5xx: 0, telegramDrop: 0 };
+  const telegramChaos = (method: string): BotApiReply | 'drop' | undefined => {
+    const now = Date.now();
+    const sending = method !== 'getUpdates';
+    if (now < windows.telegram429 && sending && chance(0.6)) {
+      count('telegram 429');
+      return { ok: false, error_code: 429, description: 'Too Many Requests: retry after 1', parameters: { retry_after: 1 } };
+    }
+    if (now < windows.telegram5xx && chance(0.5)) {
+      count('telegram 5xx');
+      return { ok: false, error_code: 502, description: 'Bad Gateway' };
+    }
+    if (now < windows.telegramDrop && chance(0.4)) {
+      count('telegram dropped connection');
+      return 'drop';
+    }
+    return undefined;
+  };
+
+  const names = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  const tgIds = (base: number, n: number) => Array.from({ length: n }, (_, i) => String(base + i));
+  const people: Record<PlatformName, { echo: string[]; ask: string[]; remind: string[] }> = {
+    telegram: { echo: tgIds(3000, config.chats.echo), ask: tgIds(4000, config.chats.ask), remind: tgIds(5000, config.chats.remind) },
+    discord: { echo: names('decho', config.chats.echo), ask: names('dask', config.chats.ask), remind: names('drem', config.chats.remind) },
+    slack: { echo: names('USECHO', config.chats.echo), ask: names('USASK', config.chats.ask), remind: names('USREM', config.chats.remind) },
+  };
+  const all = (p: PlatformName) => [...people[p].echo, ...people[p].ask, ...people[p].remind];
+  const world: World = await startWorld({
+    telegramUsers: all('telegram').map(Number),
+    discordUsers: all('discord'),
+    slackUsers: all('slack'),
+    workers: config.workers,
+    approvalTimeoutSeconds: config.approvalTimeoutSeconds,
+    telegramChaos,
+  });
+  const started = Date.now();
+  const platforms: Record<PlatformName, Platform> = {
+    telegram: telegramPlatform(world.telegram),
+    discord: discordPlatform(world.discord),
+    slack: slackPlatform(world.slack),
+  };
+
+  // The model: echoes every message since its last answer, calls `mark` for `ask:` and `remind` for `remind:`, and
+  // answers a reminder with reply_to_origin. Some calls fail.
+  const modelFault = (): FakeReply | undefined => {
+    if (!chance(config.modelFaultRate)) return undefined;
+    const r = rand();
+    if (r < 0.25) return count('model 429'), { status: 429, headers: { 'retry-after': '1' }, text: 'rate limited' };
+    if (r < 0.45) return count('model 500'), { status: 500, text: 'internal error' };
+    if (r < 0.55) return count('model 503'), { status: 503, text: 'overloaded' };
+    if (r < 0.7) return count('model dropped connection'), { destroy: true };
+    if (r < 0.78) return count('model malformed stream'), { malformed: true };
+    if (r < 0.85) return count('model stream cut off'), { cut: true };
+    return count('model stalled stream'), { stall: true };
+  };
+  world.setModel((req: RecordedRequest): FakeReply => {
+    const fault = modelFault();
+    if (fault) return fault;
+    const messages: { role: string; content: unknown }[] = req.body.messages ?? [];
+    const last = messages[messages.length - 1];
+    const text = req.lastUserText;
+    const fire = /fire (\S+)/.exec(text)?.[1];
+    if (text.startsWith('[reminder') && fire) {
+      if (last.role === 'tool' && !String(last.content).startsWith('interrupted')) return { toolCalls: [{ name: 'end_task', arguments: { status: 'ok' } }] };
+      return { toolCalls: [{ name: 'reply_to_origin', arguments: { text: `reminder ${fire}` } }] };
+    }
+    const ask = /ask:(\S+)/.exec(text)?.[1];
+    if (ask) {
+      if (last.role === 'tool') return { text: `done ${ask}: ${String(last.content).split('\n')[0].slice(0, 80)}` };
+      return { toolCalls: [{ name: 'mark', arguments: { id: ask } }] };
+    }
+    const remind = /remind:(\S+)/.exec(text)?.[1];
+    if (remind) {
+      if (last.role === 'tool') return { text: `set ${remind}` };
+      return { toolCalls: [{ name: 'remind', arguments: { action: 'remind', name: remind, prompt: `fire ${remind}`, in_seconds: 3 + Math.floor(rand() * 6) } }] };
+    }
+    // Every user message since the last answer.
+    const since = messages.slice(messages.findLastIndex((m) => m.role === 'assistant') + 1).filter((m) => m.role === 'user');
+    const tokens = since.flatMap((m) => [...JSON.stringify(m.content).matchAll(/\bm:([\w-]+)/g)].map((x) => x[1]));
+    return { text: `echo: ${tokens.length ? tokens.join(' ') : 'nothing'}` };
+  });
+
+  // What was sent, per platform and person, and its outcome as the platform saw it.
+  interface Sent { platform: PlatformName; person: string; token: string; kind: 'echo' | 'ask' | 'remind'; at: number; ref: string; accepted: boolean | 'unknown' }
+  const sent: Sent[] = [];
+  const clicked = new Map<string, 'Allow once' | 'Deny' | 'none'>();
+  let clicks = 0;
+  let running = true;
+  let sequence = 0;
+
+  const post = async (platform: Platform, person: string, kind: Sent['kind']) => {
+    const token = `${platform.name[0]}${++sequence}`;
+    const text = kind === 'echo' ? `m:${token}` : kind === 'ask' ? `ask:${token}` : `remind:${token}`;
+    const at = Date.now();
+    const result = await platform.dm(person, text).catch(() => ({ ref: '', accepted: false as const }));
+    sent.push({ platform: platform.name, person, token, kind, at, ref: result.ref, accepted: result.accepted });
+    return token;
+  };
+  const waitFor = async <T>(check: () => T | undefined, timeoutMs: number): Promise<T | undefined> => {
+    const deadline = Date.now() + timeoutMs;
+    while (Date.now() < deadline) {
+      const value = check();
+      if (value) return value;
+      await sleep(200);
+    }
+    return undefined;
+  };
+
+  const loops: Promise<void>[] = [];
+  for (const platform of Object.values(platforms)) {
+    const { echo, ask, remind } = people[platform.name];
+    for (const person of echo) {
+      loops.push(
+        (async () => {
+          while (running) {
+            await post(platform, person, 'echo');
+            await sleep(between(500, 3000));
+          }
+        })(),
+      );
+    }
+    for (const person of remind) {
+      loops.push(
+        (async () => {
+          while (running) {
+            // One at a time: the model sets one reminder per message it answers.
+            const token = await post(platform, person, 'remind');
+            await waitFor(() => platform.messages(person).some((m) => m.text === `set ${token}`), 90_000);
+            await sleep(between(1000, 4000));
+          }
+        })(),
+      );
+    }
+    for (const person of ask) {
+      loops.push(
+        (async () => {
+          while (running) {
+            const token = await post(platform, person, 'ask');
+            // The approval prompt: the newest message with buttons that names the token.
+            const prompt = await waitFor(() => platform.messages(person).findLast((m: BotMessage) => m.buttons.length > 0 && m.text.includes(token)), 90_000);
+            if (prompt) {
+              await sleep(between(0, 2000));
+              const r = rand();
+              const choice = r < 0.6 ? 'Allow once' : r < 0.85 ? 'Deny' : 'none';
+              clicked.set(token, choice);
+              if (choice !== 'none') {
+                clicks++;
+                await platform.click(person, prompt, choice).catch(() => {});
+              }
+            }
+            await waitFor(() => platform.messages(person).some((m) => m.text.startsWith(`done ${token}:`)), (config.approvalTimeoutSeconds + 90) * 1000);
+            await sleep(between(200, 1500));
+          }
+        })(),
+      );
+    }
+  }
+
+  // Samples: memory of each process, the database's size.
+  const rssSamples: number[] = [];
+  const tableSamples: number[] = [];
+  const sampler = (async () => {
+    while (running) {
+      const rss = await world.rss();
+      for (const r of rss) rssSamples.push(r.bytes);
+      const [row] = await world.sql<{ bytes: string }[]>`select coalesce(sum(pg_total_relation_size(c.oid)), 0)::text as bytes
+        from pg_class c join pg_namespace n on n.oid = c.relnamespace where c.relkind = 'r' and n.nspname in ('public', 'pgboss')`.catch(() => [{ bytes: '0' }]);
+      if (Number(row.bytes)) tableSamples.push(Number(row.bytes));
+      await sleep(2000);
+    }
+  })();
+
+  // The faults.
+  let kills = 0;
+  let postgresRestarts = 0;
+  for (let cycle = 1; cycle <= config.cycles; cycle++) {
+    await sleep(between(config.cycleSeconds[0], config.cycleSeconds[1]) * 1000);
+    // Platform trouble, one or two kinds per cycle.
+    for (let i = 0; i < 1 + Math.floor(rand() * 2); i++) {
+      const now = Date.now();
+      const r = rand();
+      if (r < 0.12) windows.telegram429 = now + 3000;
+      else if (r < 0.22) windows.telegram5xx = now + 2000;
+      else if (r < 0.3) windows.telegramDrop = now + 2000;
+      else if (r < 0.42) {
+        count('discord 429');
+        world.discord.failNext('POST /channels/:id/messages', { status: 429, retryAfter: 1 }, 3);
+      } else if (r < 0.5) {
+        count('discord 5xx');
+        world.discord.failNext('POST /channels/:id/messages', { status: 502 }, 2);
+      } else if (r < 0.55) {
+        count('discord 5xx after creating');
+        world.discord.failNext('POST /channels/:id/messages', { status: 500, applied: true }, 1);
+      } else if (r < 0.62) {
+        if (platforms.discord.disconnect()) count('discord gateway dropped');
+      } else if (r < 0.72) {
+        count('slack 429');
+        world.slack.failNext('chat.postMessage', { retryAfter: 1, times: 3 });
+      } else if (r < 0.78) {
+        if (platforms.slack.disconnect()) count('slack socket dropped');
+      } else {
+        const platform = Object.values(platforms)[Math.floor(rand() * 3)];
+        if (await platform.duplicate((n) => Math.floor(rand() * n))) count(`${platform.name} duplicate delivery`);
+      }
+    }
+    if (cycle % config.postgresEvery === 0) {
+      const mode = postgresRestarts % 2 === 0 ? 'immediate' : 'fast';
+      if (await world.restartPostgres(mode)) {
+        postgresRestarts++;
+        log(`cycle ${cycle}: Postgres restarted (${mode})`);
+        continue;
+      }
+    }
+    // The process that runs the connectors more often than a worker.
+    const victim = chance(0.6) || world.processes.length === 1 ? world.processes[0] : world.processes[1 + Math.floor(rand() * (world.processes.length - 1))];
+    const at = Date.now();
+    await world.killAndRestart(victim);
+    kills++;
+    log(`cycle ${cycle}: killed ${victim.name}, running again after ${Date.now() - at} ms`);
+  }
+
+  // The end: no new messages; what is in flight finishes.
+  running = false;
+  await Promise.all([...loops, sampler]);
+  log('load stopped; waiting for what is in flight');
+  const drainDeadline = Date.now() + config.drainSeconds * 1000;
+  const pending = async () => {
+    const [row] = await world.sql<{ turns: number; outbox: number; questions: number; reminders: number; jobs: number }[]>`select
+      (select count(*)::int from turns where status = 'running') as turns,
+      (select count(*)::int from outbound_messages where status in ('pending', 'sending')) as outbox,
+      (select count(*)::int from questions where status = 'pending') as questions,
+      (select count(*)::int from reminders where status = 'pending') as reminders,
+      (select count(*)::int from pgboss.job where state in ('created', 'retry', 'active') and name not like '__pgboss%' and name not like '%maintenance%' and name not like '%summar%' and name not like '%sweep%') as jobs`;
+    return row;
+  };
+  let left = await pending().catch(() => undefined);
+  while (Date.now() < drainDeadline) {
+    left = await pending().catch(() => undefined);
+    if (left && left.turns + left.outbox + left.questions + left.reminders === 0) break;
+    await sleep(1000);
+  }
+  // A last moment for a duplicate to show, if one were coming.
+  await sleep(3000);
+
+  // The checks.
+  const report: FaultReport = {
+    seconds: 0,
+    sent: { telegram: 0, discord: 0, slack: 0 },
+    accepted: 0,
+    notAccepted: 0,
+    clicks,
+    reminders: 0,
+    kills,
+    postgresRestarts,
+    crashes: world.crashes.length,
+    faults,
+    lost: [],
+    duplicated: [],
+    outOfOrder: [],
+    stuck: [],
+    failedVisibly: 0,
+    unapprovedRuns: [],
+    toolRanTwice: [],
+    approvals: { allowed: 0, denied: 0, expired: 0 },
+    remindersFired: 0,
+    internalText: [],
+    unexpected: [],
+    recoveryMs: { p50: 0, p99: 0, count: 0 },
+    rss: { peakBytes: Math.max(0, ...rssSamples), firstBytes: rssSamples[0] ?? 0, lastBytes: rssSamples[rssSamples.length - 1] ?? 0 },
+    tables: { firstBytes: tableSamples[0] ?? 0, lastBytes: tableSamples[tableSamples.length - 1] ?? 0 },
+    leftOver: left ? { ...left } : {},
+    diagnosis: [],
+    crashTails: world.crashes.map((c) => `${c.name} exited (${c.code ?? c.signal}) at +${Math.round((c.at - started) / 1000)} s:\n  ${c.tail.join('\n  ')}`),
+  };
+  const inbound = new Set(
+    (await world.sql<{ connector: string; external_id: string }[]>`select connector, external_id from inbound_events`).map((r) => `${r.connector}:${r.external_id}`),
+  );
+  const marks = (await fs.readFile(path.join(world.personaDir, 'workspace', 'marks.txt'), 'utf8').catch(() => '')).split('\n').filter(Boolean);
+  const failureNotice = /model|try again|could not|couldn't|failed|went wrong|interrupted|restart/i;
+
+  const allMessages: { platform: PlatformName; person: string; message: BotMessage }[] = [];
+  for (const platform of Object.values(platforms)) {
+    for (const person of all(platform.name)) for (const message of platform.messages(person)) allMessages.push({ platform: platform.name, person, message });
+  }
+  const known = (text: string) =>
+    /^echo: /.test(text) || /^done \w+: /.test(text) || /^set \w+$/.test(text) || /^reminder \w+$/.test(text) || /\bmark\b/.test(text) ||
+    // A click's answer, where the platform shows one as a message (Discord).
+    /^(Allow once|Always allow|Deny): noted\.$/.test(text);
+  for (const { platform, person, message } of allMessages) {
+    if (INTERNAL.some((re) => re.test(message.text))) report.internalText.push(`${platform} ${person}: ${message.text.slice(0, 300)}`);
+    else if (!known(message.text)) report.unexpected.push(`${platform} ${person}: ${message.text.slice(0, 300)}`);
+  }
+
+  const textsOf = (platform: PlatformName, person: string) => allMessages.filter((m) => m.platform === platform && m.person === person).map((m) => m.message);
+  for (const s of sent) {
+    report.sent[s.platform]++;
+    const accepted =
+      s.platform === 'telegram' ? true : s.platform === 'slack' ? s.accepted === true || [...inbound].some((k) => k.startsWith('slack:') && k.includes(s.ref)) : inboundHas(inbound, s);
+    if (!accepted) {
+      report.notAccepted++;
+      continue;
+    }
+    report.accepted++;
+    const messages = textsOf(s.platform, s.person);
+    const label = `${s.platform} ${s.person} ${s.kind}:${s.token}`;
+    const after = messages.filter((m) => m.at >= s.at - 1000);
+    const visibleFailure = after.some((m) => failureNotice.test(m.text) && !known(m.text));
+    if (s.kind === 'echo') {
+      const hits = messages.filter((m) => m.text.startsWith('echo: ') && m.text.split(/\s+/).includes(s.token)).length;
+      if (hits === 0) {
+        if (visibleFailure) report.failedVisibly++;
+        else report.lost.push(label);
+      }
+      if (hits > 1) report.duplicated.push(`${label} (${hits} replies)`);
+    } else if (s.kind === 'ask') {
+      const done = messages.filter((m) => m.text.startsWith(`done ${s.token}:`));
+      if (done.length === 0) {
+        if (visibleFailure) report.failedVisibly++;
+        else report.stuck.push(`${label}: no outcome`);
+      }
+      if (done.length > 1) report.duplicated.push(`${label} (${done.length} outcomes)`);
+      const runs = marks.filter((m) => m === s.token).length;
+      if (runs > 0 && clicked.get(s.token) !== 'Allow once') report.unapprovedRuns.push(`${label} (clicked: ${clicked.get(s.token) ?? 'nothing'})`);
+      if (runs > 1) report.toolRanTwice.push(`${label} (${runs} runs)`);
+      const outcome = done[0]?.text ?? '';
+      if (/^done \w+: marked/.test(outcome)) report.approvals.allowed++;
+      else if (/expir|timed out|no answer/i.test(outcome)) report.approvals.expired++;
+      else if (done.length) report.approvals.denied++;
+    } else {
+      report.reminders++;
+      const set = messages.filter((m) => m.text === `set ${s.token}`).length;
+      const fired = messages.filter((m) => m.text === `reminder ${s.token}`).length;
+      if (set === 0 && fired === 0) {
+        if (visibleFailure) report.failedVisibly++;
+        else report.lost.push(label);
+      }
+      if (set > 1) report.duplicated.push(`${label} (${set} confirmations)`);
+      if (fired > 1) report.duplicated.push(`${label} (fired ${fired} times)`);
+      if (set > 0 && fired === 0) report.stuck.push(`${label}: set, never fired`);
+      report.remindersFired += Math.min(fired, 1);
+    }
+  }
+  // Per chat, echo replies come in the order the messages were sent.
+  for (const platform of Object.values(platforms)) {
+    for (const person of people[platform.name].echo) {
+      const order = sent.filter((s) => s.platform === platform.name && s.person === person).map((s) => s.token);
+      const replied = textsOf(platform.name, person)
+        .filter((m) => m.text.startsWith('echo: '))
+        .flatMap((m) => m.text.slice(6).split(' '))
+        .map((t) => order.indexOf(t))
+        .filter((i) => i >= 0);
+      for (let i = 1; i < replied.length; i++) {
+        if (replied[i] >= replied[i - 1]) continue;
+        const [early, late] = [order[replied[i - 1]], order[replied[i]]];
+        const rows = await world.sql`select id, status, attempts, created_at, sent_at, turn_id, error, text from outbound_messages
+          where text ~ ${`\\m(${early}|${late})\\M`} order by id`;
+        report.outOfOrder.push(`${platform.name} ${person}: ${early} before ${late}; outbox ${JSON.stringify(rows)}`);
+      }
+    }
+  }
+  for (const [k, v] of Object.entries(report.leftOver)) if (v > 0 && k !== 'jobs') report.stuck.push(`${v} ${k} left at the end`);
+  // Recovery: from each restart of the process with the connectors to the next reply any platform accepted.
+  const replyTimes = allMessages.map((m) => m.message.at).filter(Boolean).sort((a, b) => a - b);
+  const recoveries = world.restarts
+    .filter((r) => r.name === world.processes[0].name)
+    .map((r) => (replyTimes.find((t) => t > r.at) ?? NaN) - r.at)
+    .filter((ms) => Number.isFinite(ms))
+    .sort((a, b) => a - b);
+  report.recoveryMs = { p50: percentile(recoveries, 50), p99: percentile(recoveries, 99), count: recoveries.length };
+  report.seconds = Math.round((Date.now() - started) / 1000);
+  // What the database knows of the first few that went wrong.
+  for (const label of [...report.lost, ...report.stuck, ...report.duplicated].slice(0, 8)) {
+    const token = /:(\w+)/.exec(label.split(' ')[2] ?? '')?.[1];
+    if (!token) continue;
+    const rows = await world.sql<{ conversation_id: string; role: string; turn: string | null; status: string | null; error: string | null }[]>`
+      select m.conversation_id, m.role, m.turn_id::text as turn, t.status, t.error from messages m left join turns t on t.id = m.turn_id
+      where m.content::text ~ ${`\\m${token}\\M`} order by m.id`;
+    const out = await world.sql<{ status: string; error: string | null; text: string }[]>`select status, error, text from outbound_messages where text ~ ${`\\m${token}\\M`}`;
+    report.diagnosis.push(`${label}: messages ${JSON.stringify(rows)}; outbox ${JSON.stringify(out)}`);
+  }
+  if (report.lost.length || report.duplicated.length || report.stuck.length) log(`keeping the logs: ${world.scratch}`);
+  if (report.lost.length || report.duplicated.length || report.stuck.length) process.env.FAULTS_KEEP ??= '1';
+  await world.close();
+  return report;
+}
+
+function inboundHas(inbound: Set<string>, s: { platform: string; ref: string }): boolean {
+  for (const key of inbound) if (key.startsWith(`${s.platform}:`) && key.includes(s.ref)) return true;
+  return false;
+}
+
+export function formatReport(r: FaultReport): string {
+  const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
+  const lines = [
+    `Fault run: ${r.seconds} s`,
+    `  messages sent: ${r.sent.telegram + r.sent.discord + r.sent.slack} (Telegram ${r.sent.telegram}, Discord ${r.sent.discord}, Slack ${r.sent.slack}); accepted ${r.accepted}, not taken by the platform's connection ${r.notAccepted}`,
+    `  approvals: ${r.clicks} clicks; allowed ${r.approvals.allowed}, denied ${r.approvals.denied}, expired ${r.approvals.expired}; reminders set ${r.reminders}, fired ${r.remindersFired}`,
+    `  kills (SIGKILL): ${r.kills}; Postgres restarts: ${r.postgresRestarts}; exits nobody caused: ${r.crashes}`,
+    `  faults: ${Object.entries(r.faults).sort().map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
+    `  lost = ${r.lost.length}, duplicated = ${r.duplicated.length}, stuck = ${r.stuck.length}, out of order = ${r.outOfOrder.length}, failed visibly = ${r.failedVisibly}`,
+    `  tools run without approval = ${r.unapprovedRuns.length}, tools run twice = ${r.toolRanTwice.length}, internal text in a chat = ${r.internalText.length}, unexpected messages = ${r.unexpected.length}`,
+    `  recovery after a kill (restart to the next reply): p50 ${r.recoveryMs.p50} ms, p99 ${r.recoveryMs.p99} ms over ${r.recoveryMs.count}`,
+    `  RSS per process: first ${mb(r.rss.firstBytes)}, last ${mb(r.rss.lastBytes)}, peak ${mb(r.rss.peakBytes)}; tables: ${mb(r.tables.firstBytes)} → ${mb(r.tables.lastBytes)}`,
+  ];
+  for (const [title, list] of [
+    ['lost', r.lost],
+    ['duplicated', r.duplicated],
+    ['stuck', r.stuck],
+    ['out of order', r.outOfOrder],
+    ['run without approval', r.unapprovedRuns],
+    ['run twice', r.toolRanTwice],
+    ['internal text', r.internalText],
+    ['unexpected', r.unexpected],
+  ] as const) {
+    if (list.length) lines.push(`  ${title}:`, ...list.slice(0, 20).map((l) => `    ${l}`));
+  }
+  if (r.diagnosis.length) lines.push('  what the database says:', ...r.diagnosis.map((l) => `    ${l.slice(0, 1500)}`));
+  if (r.crashTails.length) lines.push('  exits nobody caused:', ...r.crashTails.slice(0, 5).map((l) => `    ${l}`));
+  return lines.join('\n');
+}
