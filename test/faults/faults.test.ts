@@ -17,6 +17,7 @@ describe('under faults', () => {
       modelFaultRate: 0.1,
       approvalTimeoutSeconds: 10,
       drainSeconds: 120,
+      log: (line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`),
     });
     const summary = `seed ${seed}\n${formatReport(report)}`;
     console.log(summary);

@@ -322,6 +322,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
 
   // The end: no new messages; what is in flight finishes.
   running = false;
+  log('load stopping: each person finishes what they are doing');
   await Promise.all([...loops, sampler]);
   log('load stopped; waiting for what is in flight');
   const drainDeadline = Date.now() + config.drainSeconds * 1000;
@@ -340,6 +341,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     if (left && left.turns + left.outbox + left.questions + left.reminders === 0) break;
     await sleep(1000);
   }
+  log(`drained: ${JSON.stringify(left)}`);
   // A last moment for a duplicate to show, if one were coming.
   await sleep(3000);
 
