@@ -66,6 +66,8 @@ export interface AppOptions {
   memory?: MemoryRegistry;
   history?: HistoryBudget;
   modelRetryDeadlineMs?: number;
+  /** How often the receivers' locks are checked (tests). */
+  exclusiveCheckMs?: number;
   questionSweepMs?: number;
   /** How often a waiting ask_persona looks for its reply besides the notification (tests). */
   personaAskRecheckMs?: number;
@@ -209,6 +211,19 @@ export async function startApp(options: AppOptions): Promise<App> {
         }
       }
     }
+    // A Postgres restart drops the locks with their connection: taken again; if another process took one meanwhile,
+    // this process stops that receiver rather than share the token's events with it.
+    const unwatch = exclusive.watch(options.exclusiveCheckMs ?? 5000, (key, holder) => {
+      const connector = [...connectors.values()].find((c) => c.exclusive?.key === key);
+      if (!connector) return;
+      log.error(
+        { connector: connector.id, holder },
+        `another Parlor process took over ${connector.exclusive!.describe} while this one was away from the database; this one stops receiving for it`,
+      );
+      connectors.delete(connector.id);
+      void connector.stop().catch((err: unknown) => log.warn({ err, connector: connector.id }, 'the connector did not stop cleanly'));
+    });
+    cleanups.push(async () => unwatch());
     const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...(options.remoteConnectors ?? []), ...connectors.keys()])];
     const delivery = createDelivery({ db: database.db, sql: database.sql, session: database.applicationName, connectors, knownConnectors, log });
     cleanups.push(() => delivery.stop());
