@@ -115,11 +115,14 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
       const offset = Number(body.offset ?? 0);
       if (!batches.length && !queued.some((u) => u.update_id >= offset)) {
         await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, Math.min(Number(body.timeout), 25) * 1000);
           const wake = () => {
             clearTimeout(timer);
+            pollers.delete(wake);
+            // Kept-alive sockets carry poll after poll: the listener goes with its poll.
+            req.socket.off('close', wake);
             resolve();
           };
+          const timer = setTimeout(wake, Math.min(Number(body.timeout), 25) * 1000);
           pollers.add(wake);
           req.socket.once('close', wake);
         });
