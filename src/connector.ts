@@ -139,6 +139,11 @@ export interface OutboundMessage {
    * `privateReplies`, only they see it. The core sets it only in groups of connectors that can.
    */
   privateTo?: string;
+  /**
+   * The same for every attempt at this message, a crash's resend by another process included (the ledger's row):
+   * where the platform takes an idempotency key, a message it created before the answer was lost is not created again.
+   */
+  key?: string;
 }
 
 export interface SentMessage {

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import {
@@ -246,8 +246,18 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
     }
   }
 
-  /** One message; a part Discord refuses (Invalid Form Body on its content) goes again as plain text. */
-  async function post(channelId: string, body: Record<string, unknown>, files: { name: string; data: Buffer }[], ids: string[]): Promise<void> {
+  /**
+   * One message; a part Discord refuses (Invalid Form Body on its content) goes again as plain text. `nonce` names each
+   * message it creates: from the outbound key when there is one, so a resend after a crash finds the message Discord
+   * created before the answer was lost (within Discord's few minutes) instead of creating it again.
+   */
+  async function post(
+    channelId: string,
+    body: Record<string, unknown>,
+    files: { name: string; data: Buffer }[],
+    ids: string[],
+    nonce: () => string,
+  ): Promise<void> {
     const attempt = async (content: string | undefined, extra: Record<string, unknown>, withFiles: typeof files) => {
       const payload = {
         ...body,
@@ -255,7 +265,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
         ...(content !== undefined ? { content } : {}),
         allowed_mentions: ALLOWED_MENTIONS,
         // discord.js retries 5xx itself: the nonce keeps a message Discord created before failing from showing twice.
-        nonce: randomBytes(9).toString('hex'),
+        nonce: nonce(),
         enforce_nonce: true,
         ...(withFiles.length ? { attachments: withFiles.map((f, i) => ({ id: i, filename: f.name })) } : {}),
       };
@@ -323,6 +333,10 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       const components = message.buttons?.length ? componentsFor(message.buttons) : [];
       const count = Math.max(parts.length, fileGroups.length, components.length ? 1 : 0);
       const ids: string[] = [];
+      // Discord takes up to 25 characters: the same ones for the same part of the same message, attempt after attempt.
+      let made = 0;
+      const nonce = () =>
+        message.key ? createHash('sha256').update(`${message.key}:${channelId}:${made++}`).digest('hex').slice(0, 25) : randomBytes(9).toString('hex');
       try {
         for (let i = 0; i < count; i++) {
           const body: Record<string, unknown> = {
@@ -332,7 +346,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
             ...(i === 0 && message.replyTo ? { message_reference: { message_id: message.replyTo, fail_if_not_exists: false } } : {}),
             ...(i === count - 1 && components.length ? { components } : {}),
           };
-          await post(channelId, body, fileGroups[i] ?? [], ids);
+          await post(channelId, body, fileGroups[i] ?? [], ids, nonce);
         }
       } catch (err) {
         throw toPlatformError(err, 'createMessage', ids.length > 0);
@@ -374,7 +388,8 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
         target,
         async post(text, replyTo) {
           const ids: string[] = [];
-          await post(await channel, { content: text, ...(replyTo ? { message_reference: { message_id: replyTo, fail_if_not_exists: false } } : {}) }, [], ids);
+          const nonce = () => randomBytes(9).toString('hex');
+          await post(await channel, { content: text, ...(replyTo ? { message_reference: { message_id: replyTo, fail_if_not_exists: false } } : {}) }, [], ids, nonce);
           return ids[0];
         },
         async edit(messageId, text) {

@@ -76,6 +76,7 @@ export function createDelivery(deps: {
       buttons: row.buttons ?? undefined,
       // Only a connector that can show it to them alone is told; elsewhere it goes to the chat, answering their message.
       ...(row.privateTo && connector.capabilities.privateReplies ? { privateTo: row.privateTo } : {}),
+      key: `outbound:${row.id}`,
     });
   }
 

@@ -140,6 +140,20 @@ describe('Discord sending', () => {
     await h.app.waitForIdle(h.conversation({ dm: 'ana' }));
   });
 
+  it('a message sent again under the same key (a resend after a crash) is the one Discord created, not a second', async () => {
+    const dm = h.fake.dmChannel('ana');
+    const text = Array.from({ length: 30 }, (_, i) => `Line ${i}: ${'words '.repeat(15).trim()}.`).join('\n\n');
+    const first = await h.connector.send({ chat: dm, text, key: 'outbound:4242' });
+    expect(first.ids.length).toBeGreaterThanOrEqual(2);
+    // The process died before it could record it as sent; the next one sends it again.
+    const again = await h.connector.send({ chat: dm, text, key: 'outbound:4242' });
+    expect(again.ids).toEqual(first.ids);
+    expect(botMessages(dm).filter((m) => m.content.startsWith('Line 0:'))).toHaveLength(1);
+    // Another message with the same text is another message.
+    const other = await h.connector.send({ chat: dm, text, key: 'outbound:4243' });
+    expect(other.ids.some((id) => first.ids.includes(id))).toBe(false);
+  });
+
   it('sends files as attachments, the text with the first ten, the rest after', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-discord-files-'));
     try {
