@@ -6,8 +6,10 @@ import { QUEUES } from './queues.ts';
 import { CHANNELS, notify } from '#src/db/channels.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
-export type Boss = PgBoss;
+/** How soon a short job (a firing, a summary) held by a process that died is handed out again (pg-boss's least). */
+const JOB_HEARTBEAT_SECONDS = 10;
 
+export type Boss = PgBoss;
 
 export interface JobSystem {
   boss: PgBoss;
@@ -57,9 +59,22 @@ export async function startJobSystem(
     });
   }
   for (const name of [QUEUES.reminder, QUEUES.cron, QUEUES.subagentPush, QUEUES.conversationSummary]) {
-    if (!(await boss.getQueue(name))) {
-      // A handler that fails (the database went away mid-firing) is retried; firing is idempotent.
-      await boss.createQueue(name, { retryLimit: 20, retryDelay: 1, retryBackoff: true, retryDelayMax: 60, expireInSeconds: 300, deleteAfterSeconds: 7 * 24 * 3600 });
+    const queue = await boss.getQueue(name);
+    if (!queue) {
+      // A handler that fails (the database went away mid-firing) is retried; firing is idempotent. A job whose
+      // process died holding it (its heartbeat stopped) is retried within seconds, not after it expires: a reminder
+      // fetched by a process killed a moment later fired five minutes late.
+      await boss.createQueue(name, {
+        retryLimit: 20,
+        retryDelay: 1,
+        retryBackoff: true,
+        retryDelayMax: 60,
+        heartbeatSeconds: JOB_HEARTBEAT_SECONDS,
+        expireInSeconds: 300,
+        deleteAfterSeconds: 7 * 24 * 3600,
+      });
+    } else if (queue.heartbeatSeconds !== JOB_HEARTBEAT_SECONDS) {
+      await boss.updateQueue(name, { heartbeatSeconds: JOB_HEARTBEAT_SECONDS });
     }
   }
   return {
