@@ -7,6 +7,13 @@ import type { FakeTelegram } from '../support/fake-telegram.ts';
 
 export type PlatformName = 'telegram' | 'discord' | 'slack';
 
+/** The chat name `messages` takes for the persona's group. */
+export const GROUP = 'group';
+/** The Telegram group the persona answers in when mentioned. */
+export const TELEGRAM_GROUP = '-1009000';
+/** The bot's username in the fake Bot API (its getMe). */
+const TELEGRAM_BOT = 'parlor_test_bot';
+
 export interface BotMessage {
   id: string;
   text: string;
@@ -19,7 +26,9 @@ export interface Platform {
   name: PlatformName;
   /** Posts a DM from the person; `accepted` is what the platform knows (true: the bot took it). */
   dm(person: string, text: string): Promise<{ ref: string; accepted: boolean | 'unknown' }>;
-  /** What the bot has in the person's DM now, oldest first. */
+  /** Posts in the persona's group, mentioning the bot (where the platform has groups here). */
+  mention?(person: string, text: string): Promise<{ ref: string; accepted: boolean | 'unknown' }>;
+  /** What the bot has in the person's DM (or, for `GROUP`, in the group) now, oldest first. */
   messages(person: string): BotMessage[];
   click(person: string, message: BotMessage, label: string): Promise<void>;
   /** Delivers one of the messages posted earlier again (a duplicate delivery). */
@@ -46,7 +55,25 @@ export function telegramPlatform(fake: FakeTelegram, firstUpdate = 1): Platform 
       fake.queueUpdates(update);
       return { ref: String(update.update_id), accepted: true };
     },
-    messages(id) {
+    async mention(id, text) {
+      const handle = `@${TELEGRAM_BOT}`;
+      const update = {
+        update_id: nextUpdate++,
+        message: {
+          message_id: nextMessage++,
+          date: Math.floor(Date.now() / 1000),
+          chat: { id: Number(TELEGRAM_GROUP), type: 'supergroup', title: 'Faults' },
+          from: person(id),
+          text: `${handle} ${text}`,
+          entities: [{ type: 'mention', offset: 0, length: handle.length }],
+        },
+      };
+      posted.push(update);
+      fake.queueUpdates(update);
+      return { ref: String(update.update_id), accepted: true };
+    },
+    messages(who) {
+      const id = who === GROUP ? TELEGRAM_GROUP : who;
       const byId = new Map<number, BotMessage>();
       for (const call of fake.calls) {
         if (String(call.body.chat_id) !== id || !call.result || call.result === 'dropped') continue;
@@ -98,8 +125,14 @@ export function discordPlatform(fake: FakeDiscord): Platform {
       posted.push(message.id);
       return { ref: message.id, accepted: live ? 'unknown' : false };
     },
+    async mention(username, text) {
+      const live = fake.sessions().length > 0;
+      const message = fake.sendGuildMessage({ channel: 'general', from: username, content: `<@${fake.bot.id}> ${text}` });
+      posted.push(message.id);
+      return { ref: message.id, accepted: live ? 'unknown' : false };
+    },
     messages(username) {
-      const channel = fake.dmChannel(username);
+      const channel = username === GROUP ? fake.channel('general').id : fake.dmChannel(username);
       const at = created(channel);
       return fake.messages(channel).map((m) => ({
         id: m.id,

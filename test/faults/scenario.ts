@@ -6,7 +6,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { FakeReply, RecordedRequest } from '../support/fake-llm.ts';
 import type { BotApiReply } from '../support/fake-telegram.ts';
-import { discordPlatform, slackPlatform, telegramPlatform, type BotMessage, type Platform, type PlatformName } from './platforms.ts';
+import { discordPlatform, GROUP, slackPlatform, telegramPlatform, type BotMessage, type Platform, type PlatformName } from './platforms.ts';
 import { startWorld, type World } from './world.ts';
 
 export interface FaultConfig {
@@ -189,12 +189,12 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   let running = true;
   let sequence = 0;
 
-  const post = async (platform: Platform, person: string, kind: Sent['kind']) => {
+  const post = async (platform: Platform, person: string, kind: Sent['kind'], inGroup = false) => {
     const token = `${platform.name[0]}${++sequence}`;
     const text = kind === 'echo' ? `m:${token}` : kind === 'ask' ? `ask:${token}` : `remind:${token}`;
     const at = Date.now();
-    const result = await platform.dm(person, text).catch(() => ({ ref: '', accepted: false as const }));
-    sent.push({ platform: platform.name, person, token, kind, at, ref: result.ref, accepted: result.accepted });
+    const result = await (inGroup && platform.mention ? platform.mention(person, text) : platform.dm(person, text)).catch(() => ({ ref: '', accepted: false as const }));
+    sent.push({ platform: platform.name, person: inGroup ? GROUP : person, token, kind, at, ref: result.ref, accepted: result.accepted });
     return token;
   };
   const waitFor = async <T>(check: () => T | undefined, timeoutMs: number): Promise<T | undefined> => {
@@ -214,7 +214,8 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
       loops.push(
         (async () => {
           while (running) {
-            await post(platform, person, 'echo');
+            // Now and then in the persona's group, mentioning it, instead of the DM.
+            await post(platform, person, 'echo', platform.mention !== undefined && chance(0.2));
             await sleep(between(500, 3000));
           }
         })(),
@@ -383,7 +384,9 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
 
   const allMessages: { platform: PlatformName; person: string; message: BotMessage }[] = [];
   for (const platform of Object.values(platforms)) {
-    for (const person of all(platform.name)) for (const message of platform.messages(person)) allMessages.push({ platform: platform.name, person, message });
+    for (const person of [...all(platform.name), ...(platform.mention ? [GROUP] : [])]) {
+      for (const message of platform.messages(person)) allMessages.push({ platform: platform.name, person, message });
+    }
   }
   const known = (text: string) =>
     /^echo: /.test(text) || /^done \w+: /.test(text) || /^set \w+$/.test(text) || /^reminder \w+$/.test(text) || /\bmark\b/.test(text) ||
@@ -445,7 +448,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   }
   // Per chat, echo replies come in the order the messages were sent.
   for (const platform of Object.values(platforms)) {
-    for (const person of people[platform.name].echo) {
+    for (const person of [...people[platform.name].echo, ...(platform.mention ? [GROUP] : [])]) {
       const order = sent.filter((s) => s.platform === platform.name && s.person === person).map((s) => s.token);
       const replied = textsOf(platform.name, person)
         .filter((m) => m.text.startsWith('echo: '))

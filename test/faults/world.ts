@@ -15,6 +15,7 @@ import { startFakeLlm, type FakeHandler, type FakeLlm } from '../support/fake-ll
 import { startFakeSlack, type FakeSlack } from '../support/fake-slack.ts';
 import { startFakeTelegram, type BotApiReply, type FakeTelegram } from '../support/fake-telegram.ts';
 import { writePersonas } from '../support/harness.ts';
+import { TELEGRAM_GROUP } from './platforms.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = path.join(root, 'bin/parlor.js');
@@ -140,7 +141,14 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   const personasDir = await writePersonas({
     [PERSONA]: {
       soul: 'You are a persona under fault injection.',
-      connectors: { users },
+      // Its groups: answered when mentioned.
+      connectors: {
+        users,
+        channels: [
+          { connector: 'telegram', chat: TELEGRAM_GROUP, mention: true },
+          { connector: 'discord', chat: discord.channel('general').id, mention: true },
+        ],
+      },
       // `mark` asks first; an approval nobody answers expires within the run.
       tools: { approve: ['mark'], activate: ['mark'], approvalTimeoutSeconds: options.approvalTimeoutSeconds, shell: 'unsandboxed' },
     },
