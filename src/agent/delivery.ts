@@ -19,6 +19,9 @@ import { sleep, withRetries } from '#src/retry.ts';
 import { CHANNELS, listen, notify } from '#src/db/channels.ts';
 import type { DeliveryResult } from '#src/turns.ts';
 
+/** How long a send's outcome is written again while the database is away before the process gives up on it. */
+const RECORD_DEADLINE_MS = 10 * 60_000;
+
 export interface Delivery {
   /**
    * Sends a message through the ledger. With `later`, it is only written to the outbox (sent in the background, by
@@ -80,13 +83,37 @@ export function createDelivery(deps: {
     });
   }
 
+  let stopped = false;
+
+  /**
+   * What the ledger must hold about a row this process is sending (that the platform has it, or that it failed):
+   * written again through a database restart for as long as the process runs. A row left 'sending' by a live
+   * process is nobody's to send, and holds its chat's next messages.
+   */
+  async function record(row: OutboundRow, what: string, write: () => Promise<unknown>): Promise<void> {
+    const deadline = Date.now() + RECORD_DEADLINE_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await write();
+        return;
+      } catch (err) {
+        if (stopped || Date.now() > deadline) throw err;
+        if (attempt === 1) log.warn({ err, connector: row.connector, chat: row.chat, what }, 'the outbox could not record a send; trying again until the database answers');
+        await sleep(Math.min(5000, 200 * 2 ** Math.min(attempt - 1, 5)));
+      }
+    }
+  }
+
   async function send(row: OutboundRow, connector: Connector): Promise<DeliveryResult> {
     let attempts = 0;
     // The persona's thread from now on: known before the message goes out, so an answer typed there at once counts.
     const threadKnown = Boolean(row.thread && row.conversationId && row.kind !== 'reaction' && connector.capabilities.ownsReplyThreads);
-    if (threadKnown) await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: row.thread!, conversationId: row.conversationId! });
+    if (threadKnown) {
+      await record(row, 'the thread', () => recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: row.thread!, conversationId: row.conversationId! }));
+    }
+    let sent: SentMessage;
     try {
-      const sent = await withRetries(
+      sent = await withRetries(
         () => {
           attempts++;
           return perform(row, connector);
@@ -97,24 +124,23 @@ export function createDelivery(deps: {
             log.warn({ err, connector: row.connector, chat: row.chat, attempt, delayMs }, 'send failed; retrying'),
         },
       );
-      await markOutboundSent(db, row.id, sent.ids, attempts);
-      // The thread the reply landed in is the persona's: what people post in it continues the reply's conversation
-      // (without a new mention), whether the connector opened it for the reply or the conversation began in it.
-      if (sent.thread && row.conversationId && !(threadKnown && sent.thread === row.thread)) {
-        await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: sent.thread, conversationId: row.conversationId }).catch((err: unknown) =>
-          log.warn({ err, conversation: row.conversationId }, 'the thread of a reply could not be recorded'),
-        );
-      }
-      return { status: 'sent', ids: sent.ids, ...(sent.thread ? { thread: sent.thread } : {}) };
     } catch (err) {
       const message = err instanceof Error ? err.message : String(err);
       log.error({ err, connector: row.connector, chat: row.chat, conversation: row.conversationId }, row.kind === 'reaction' ? 'reaction could not be set' : 'message could not be delivered');
-      await markOutboundFailed(db, row.id, message, attempts);
+      await record(row, 'the failure', () => markOutboundFailed(db, row.id, message, attempts));
       return { status: 'failed', error: message };
     }
+    // The platform has it: recorded whatever it takes, or another process would send it again.
+    await record(row, 'the send', () => markOutboundSent(db, row.id, sent.ids, attempts));
+    // The thread the reply landed in is the persona's: what people post in it continues the reply's conversation
+    // (without a new mention), whether the connector opened it for the reply or the conversation began in it.
+    if (sent.thread && row.conversationId && !(threadKnown && sent.thread === row.thread)) {
+      await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: sent.thread, conversationId: row.conversationId }).catch((err: unknown) =>
+        log.warn({ err, conversation: row.conversationId }, 'the thread of a reply could not be recorded'),
+      );
+    }
+    return { status: 'sent', ids: sent.ids, ...(sent.thread ? { thread: sent.thread } : {}) };
   }
-
-  let stopped = false;
 
   async function drain(): Promise<void> {
     const served = [...connectors.values()].map((c) => ({ connector: c.id, chats: c.chats }));

@@ -83,6 +83,19 @@ describe('the outbound ledger', () => {
     expect(h.chat.sent.map((m) => m.text)).toEqual(['message elsewhere', 'message behind']);
   });
 
+  it('records a send the platform took though the database went away at that moment, and the chat goes on', async () => {
+    // The app's connections are cut just after the platform has the message: the sent mark's first try fails.
+    h.chat.afterSend = async () => {
+      h.chat.afterSend = undefined;
+      await h.query(sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${h.app.database.applicationName} and pid <> pg_backend_pid()`);
+    };
+    expect(await h.app.delivery.deliver(draft('through-a-restart'))).toMatchObject({ status: 'sent' });
+    const [row] = await h.query<{ status: string }>(sql`select status from outbound_messages where dedupe_key = 'through-a-restart'`);
+    expect(row.status).toBe('sent');
+    expect(await h.app.delivery.deliver(draft('next-in-chat'))).toMatchObject({ status: 'sent' });
+    expect(h.chat.sent.map((m) => m.text)).toEqual(['message through-a-restart', 'message next-in-chat']);
+  });
+
   it('sends a message whose sender died once it is seen gone twice by maintenance, even if nobody delivers it again', async () => {
     await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
                       values ('abandoned', 'chat', 'u1', 'message abandoned', 'sending', now(), 'parlor:1:dead')`);

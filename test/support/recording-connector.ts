@@ -13,6 +13,8 @@ export interface RecordingConnector extends Connector {
   waitForSent(n: number, timeoutMs?: number): Promise<OutboundMessage[]>;
   /** Makes the next `count` sends fail with this error. */
   failNext(count: number, error: Error): void;
+  /** Runs once the platform has a message, before the send returns (a database that goes away at that moment). */
+  afterSend?: (message: OutboundMessage) => Promise<void>;
 }
 
 let seq = 0;
@@ -36,7 +38,7 @@ export function createRecordingConnector(id = 'chat', options: RecordingOptions 
   const sent: OutboundMessage[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
   let failures: { count: number; error: Error } | undefined;
-  return {
+  const connector: RecordingConnector = {
     id,
     capabilities: {
       buttons: options.buttons ?? false,
@@ -85,7 +87,9 @@ export function createRecordingConnector(id = 'chat', options: RecordingOptions 
       const opened = options.opensThreads && !message.thread && message.replyTo && message.chat.startsWith('g') ? `t-${message.replyTo}` : undefined;
       sent.push(opened ? { ...message, thread: opened } : message);
       for (const w of [...waiters]) if (sent.length >= w.n) w.resolve();
-      return { ids: [`out-${sent.length}`], ...(opened ? { thread: opened } : {}) };
+      const ids = [`out-${sent.length}`];
+      await connector.afterSend?.(message);
+      return { ids, ...(opened ? { thread: opened } : {}) };
     },
     async inject(partial) {
       if (!handler) throw new Error('connector not started');
@@ -120,4 +124,5 @@ export function createRecordingConnector(id = 'chat', options: RecordingOptions 
       failures = { count, error };
     },
   };
+  return connector;
 }
