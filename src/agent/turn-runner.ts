@@ -4,6 +4,7 @@ import { connectorForChat, type Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation, setConversationActiveTools } from '#src/db/conversations.ts';
+import { databaseUnavailable } from '#src/db/unavailable.ts';
 import { claimArrivedMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
 import { outboundForTurn, outboundRowByKey, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
@@ -209,6 +210,12 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       await conclude(job, persona, turnId, result, started.replyTo, turnLog, stream);
     } catch (err) {
       if (err instanceof TurnInterrupted) throw err;
+      // The database was away for a moment (a restart): the job goes back to its queue and the turn carries on
+      // where it stopped once it is back, instead of ending with an apology and the person's message unanswered.
+      if (databaseUnavailable(err)) {
+        turnLog.warn({ err: err instanceof Error ? err.message : String(err) }, 'the database went away during the turn; it carries on when it is back');
+        throw new TurnInterrupted('the database was away');
+      }
       turnLog.error({ err }, 'turn crashed');
       await finishTurn(bookkeeping, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
       const sorry = 'Sorry, something went wrong on my side and I could not finish that. Please try again.';
