@@ -380,7 +380,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     (await world.sql<{ connector: string; external_id: string }[]>`select connector, external_id from inbound_events`).map((r) => `${r.connector}:${r.external_id}`),
   );
   const marks = (await fs.readFile(path.join(world.personaDir, 'workspace', 'marks.txt'), 'utf8').catch(() => '')).split('\n').filter(Boolean);
-  const failureNotice = /model|try again|could not|couldn't|failed|went wrong|interrupted|restart/i;
+  const failureNotice = /^Sorry\b|couldn't reach the model|went wrong|try again/i;
 
   const allMessages: { platform: PlatformName; person: string; message: BotMessage }[] = [];
   for (const platform of Object.values(platforms)) {
@@ -409,8 +409,9 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     report.accepted++;
     const messages = textsOf(s.platform, s.person);
     const label = `${s.platform} ${s.person} ${s.kind}:${s.token}`;
-    const after = messages.filter((m) => m.at >= s.at - 1000);
-    const visibleFailure = after.some((m) => failureNotice.test(m.text) && !known(m.text));
+    // Failed visibly: the first thing the chat showed after it was a failure notice (one notice answers one turn).
+    const next = messages.filter((m) => m.at >= s.at).sort((a, b) => a.at - b.at)[0];
+    const visibleFailure = Boolean(next && failureNotice.test(next.text) && !known(next.text));
     if (s.kind === 'echo') {
       const hits = messages.filter((m) => m.text.startsWith('echo: ') && m.text.split(/\s+/).includes(s.token)).length;
       if (hits === 0) {
