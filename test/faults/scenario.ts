@@ -466,6 +466,11 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     }
   }
   for (const [k, v] of Object.entries(report.leftOver)) if (v > 0 && k !== 'jobs') report.stuck.push(`${v} ${k} left at the end`);
+  // What holds the outbox: the oldest open row of each chat that has one, and whether its sender is alive.
+  const holders = await world.sql`select distinct on (connector, chat) id, connector, chat, status, attempts, created_at, claimed_at, claimed_by,
+      claimed_by in (select application_name from pg_stat_activity where application_name is not null) as claimer_alive
+    from outbound_messages where status in ('pending', 'sending') order by connector, chat, id`;
+  for (const row of holders) report.diagnosis.push(`open at the end: ${JSON.stringify(row)}`);
   // Recovery: from each restart of the process with the connectors to the next reply any platform accepted.
   const replyTimes = allMessages.map((m) => m.message.at).filter(Boolean).sort((a, b) => a - b);
   const recoveries = world.restarts
@@ -482,7 +487,10 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     const rows = await world.sql<{ conversation_id: string; role: string; turn: string | null; status: string | null; error: string | null }[]>`
       select m.conversation_id, m.role, m.turn_id::text as turn, t.status, t.error from messages m left join turns t on t.id = m.turn_id
       where m.content::text ~ ${`\\m${token}\\M`} order by m.id`;
-    const out = await world.sql<{ status: string; error: string | null; text: string }[]>`select status, error, text from outbound_messages where text ~ ${`\\m${token}\\M`}`;
+    const out = await world.sql<{ status: string; error: string | null; text: string }[]>`
+      select id, status, error, text, attempts, created_at, claimed_at, sent_at, claimed_by,
+        claimed_by in (select application_name from pg_stat_activity where application_name is not null) as claimer_alive
+      from outbound_messages where text ~ ${`\\m${token}\\M`}`;
     report.diagnosis.push(`${label}: messages ${JSON.stringify(rows)}; outbox ${JSON.stringify(out)}`);
   }
   if (report.lost.length || report.duplicated.length || report.stuck.length) log(`keeping the logs: ${world.scratch}`);
