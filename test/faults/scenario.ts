@@ -214,8 +214,9 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
       loops.push(
         (async () => {
           while (running) {
-            // Now and then in the persona's group, mentioning it, instead of the DM.
-            await post(platform, person, 'echo', platform.mention !== undefined && chance(0.2));
+            // Now and then in the persona's group, mentioning it, instead of the DM: well under Telegram's 20
+            // messages a minute per group, which Parlor keeps to (more would only queue up behind it).
+            await post(platform, person, 'echo', platform.mention !== undefined && chance(0.04));
             await sleep(between(500, 3000));
           }
         })(),
