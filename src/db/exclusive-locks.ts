@@ -44,6 +44,7 @@ export function createExclusiveLocks(database: Pick<Database, 'sql'>): Exclusive
         select a.application_name as name, host(a.client_addr) as addr
         from pg_locks l join pg_stat_activity a on a.pid = l.pid
         where l.locktype = 'advisory' and l.classid = ${NAMESPACE}::oid and l.objsubid = 2
+          and l.database = (select oid from pg_database where datname = current_database())
           and l.objid = (hashtext(${key})::bigint & 4294967295)::oid and l.granted
         limit 1`;
       return { taken: false, ...(holder?.name ? { holder: `${holder.name}${holder.addr ? ` from ${holder.addr}` : ''}` } : {}) };

@@ -77,7 +77,7 @@ describe('model settings', () => {
 
   it('requireModel returns the model settings', () => {
     const llm = requireModel(parse({ LLM_MODEL: 'gpt-4.1-mini', LLM_API_KEY: 'sk-x' }));
-    expect(llm).toEqual({ provider: 'openai', model: 'gpt-4.1-mini', apiKey: 'sk-x', baseUrl: undefined, retryDeadlineMs: 90_000 });
+    expect(llm).toEqual({ provider: 'openai', model: 'gpt-4.1-mini', apiKey: 'sk-x', baseUrl: undefined, retryDeadlineMs: 90_000, stallMs: 180_000 });
   });
 
   it('LLM_MODEL with neither key nor base URL names LLM_API_KEY', () => {
@@ -87,9 +87,11 @@ describe('model settings', () => {
 
   it('an OpenAI-compatible local server needs only a base URL', () => {
     const s = parse({ LLM_MODEL: 'llama3.1', LLM_BASE_URL: 'http://localhost:11434/v1/' });
-    expect(s.llm).toEqual({ provider: 'openai', model: 'llama3.1', baseUrl: 'http://localhost:11434/v1', apiKey: undefined, retryDeadlineMs: 90_000 });
+    expect(s.llm).toEqual({ provider: 'openai', model: 'llama3.1', baseUrl: 'http://localhost:11434/v1', apiKey: undefined, retryDeadlineMs: 90_000, stallMs: 180_000 });
     expect(parse({ LLM_MODEL: 'm', LLM_BASE_URL: 'http://x', LLM_RETRY_SECONDS: '5' }).llm?.retryDeadlineMs).toBe(5000);
     expectOneLine(() => parse({ LLM_MODEL: 'm', LLM_BASE_URL: 'http://x', LLM_RETRY_SECONDS: 'soon' }), 'LLM_RETRY_SECONDS');
+    expect(parse({ LLM_MODEL: 'm', LLM_BASE_URL: 'http://x', LLM_STALL_SECONDS: '30' }).llm?.stallMs).toBe(30_000);
+    for (const bad of ['0', 'soon', '1.5']) expectOneLine(() => parse({ LLM_MODEL: 'm', LLM_BASE_URL: 'http://x', LLM_STALL_SECONDS: bad }), 'LLM_STALL_SECONDS');
   });
 
   it('anthropic needs a key even with a base URL', () => {

@@ -42,7 +42,8 @@ describe('exclusive receivers', () => {
     const lockBackend = async () => {
       const rows = await h.query<{ pid: number; name: string }[]>(sql`
         select l.pid, a.application_name as name from pg_locks l join pg_stat_activity a on a.pid = l.pid
-        where l.locktype = 'advisory' and l.classid = 721045 and l.granted`);
+        where l.locktype = 'advisory' and l.classid = 721045 and l.granted
+          and l.database = (select oid from pg_database where datname = current_database())`);
       return rows as unknown as { pid: number; name: string }[];
     };
     const chat = receiver('test:token-c');
