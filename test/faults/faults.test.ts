@@ -8,21 +8,22 @@ describe('under faults', () => {
   it('loses nothing, sends nothing twice, leaves nothing stuck, runs no tool without approval and shows no internal text', async () => {
     const seed = Number(process.env.FAULTS_SEED ?? Date.now() % 100_000);
     const report = await runFaults({
-      cycles: 4,
-      postgresEvery: 3,
-      cycleSeconds: [2, 4],
+      cycles: 3,
+      postgresEvery: 2,
+      cycleSeconds: [2, 3],
       workers: 1,
       seed,
-      chats: { echo: 3, ask: 1, remind: 1 },
+      chats: { echo: 2, ask: 1, remind: 1 },
       modelFaultRate: 0.1,
-      approvalTimeoutSeconds: 10,
-      drainSeconds: 120,
+      approvalTimeoutSeconds: 6,
+      drainSeconds: 90,
       log: (line) => console.log(`[${new Date().toISOString().slice(11, 19)}] ${line}`),
     });
     const summary = `seed ${seed}\n${formatReport(report)}`;
     console.log(summary);
-    expect(report.kills, summary).toBeGreaterThanOrEqual(3);
-    expect(report.accepted, summary).toBeGreaterThan(50);
+    expect(report.kills, summary).toBeGreaterThanOrEqual(2);
+    expect(report.postgresRestarts, summary).toBeGreaterThanOrEqual(process.env.TEST_DATABASE_URL || process.env.DATABASE_URL ? 0 : 1);
+    expect(report.accepted, summary).toBeGreaterThan(20);
     expect(
       {
         lost: report.lost,

@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { PlatformError } from '../../src/connector.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
+import { until } from '../support/until.ts';
 
 let h: Harness;
 beforeAll(async () => {
@@ -11,7 +12,10 @@ beforeAll(async () => {
 afterAll(async () => {
   await h?.stop();
 });
-beforeEach(() => {
+beforeEach(async () => {
+  // What the test before sent is recorded first (its sent mark commits a moment after the platform has it): a
+  // message of the chat still open would hold the next test's first message behind it.
+  await until(async () => (await h.query(sql`select 1 from outbound_messages where status in ('pending', 'sending')`)).length === 0, 'the outbox to settle');
   h.chat.sent.length = 0;
 });
 
