@@ -1,26 +1,13 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { ContentBlockParam, Message, MessageParam, Tool, ToolChoice as AnthropicToolChoice } from '@anthropic-ai/sdk/resources/messages';
-import { DEFAULT_STALL_MS, stallGuard } from './stall.ts';
-import { ModelError, toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
+import { guardedCall } from './stall.ts';
+import { ModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
 
 export function createAnthropicClient(options: { baseUrl?: string; apiKey?: string; stallMs?: number }): ModelClient {
   const client = new Anthropic({ baseURL: options.baseUrl, apiKey: options.apiKey, maxRetries: 0, timeout: 600_000 });
   return {
     provider: 'anthropic',
-    async complete(request, onTextDelta) {
-      const guard = stallGuard(request.signal, options.stallMs ?? DEFAULT_STALL_MS);
-      try {
-        const response = await streamMessage(client, { ...request, signal: guard.signal }, onTextDelta, guard.touch);
-        // A stream cut off by the guard can end as if it were complete.
-        const stalled = guard.failure(undefined);
-        if (stalled) throw stalled;
-        return response;
-      } catch (err) {
-        throw guard.failure(err) ?? toModelError(err, request.signal);
-      } finally {
-        guard.done();
-      }
-    },
+    complete: (request, onTextDelta) => guardedCall(request, options.stallMs, (guarded, touch) => streamMessage(client, guarded, onTextDelta, touch)),
   };
 }
 

@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import type { ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import { DEFAULT_STALL_MS, stallGuard } from './stall.ts';
-import { ModelError, toModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
+import { guardedCall } from './stall.ts';
+import { ModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
 
 /** Any OpenAI-compatible chat-completions endpoint: OpenAI, OpenRouter, Ollama, vLLM, llama.cpp ... */
 export function createOpenAiClient(options: { baseUrl?: string; apiKey?: string; stallMs?: number }): ModelClient {
@@ -9,20 +9,7 @@ export function createOpenAiClient(options: { baseUrl?: string; apiKey?: string;
   const client = new OpenAI({ baseURL: options.baseUrl, apiKey: options.apiKey ?? 'none', maxRetries: 0, timeout: 600_000 });
   return {
     provider: 'openai',
-    async complete(request, onTextDelta) {
-      const guard = stallGuard(request.signal, options.stallMs ?? DEFAULT_STALL_MS);
-      try {
-        const response = await streamCompletion(client, { ...request, signal: guard.signal }, onTextDelta, guard.touch);
-        // A stream cut off by the guard can end as if it were complete.
-        const stalled = guard.failure(undefined);
-        if (stalled) throw stalled;
-        return response;
-      } catch (err) {
-        throw guard.failure(err) ?? toModelError(err, request.signal);
-      } finally {
-        guard.done();
-      }
-    },
+    complete: (request, onTextDelta) => guardedCall(request, options.stallMs, (guarded, touch) => streamCompletion(client, guarded, onTextDelta, touch)),
   };
 }
 

@@ -1,4 +1,4 @@
-import { ModelError } from './types.ts';
+import { ModelError, toModelError, type ModelRequest, type ModelResponse } from './types.ts';
 
 /** How long a model call may send nothing (before its first byte included) before it is given up and retried. */
 export const DEFAULT_STALL_MS = 180_000;
@@ -35,4 +35,26 @@ export function stallGuard(parent: AbortSignal | undefined, ms: number) {
       parent?.removeEventListener('abort', onAbort);
     },
   };
+}
+
+/**
+ * One provider call under a stall guard: `call` streams with the guard's signal and calls `touch` on every piece.
+ * Its failures come out as ModelErrors, a stall as a retryable one (also when the cut-off stream ended as if whole).
+ */
+export async function guardedCall(
+  request: ModelRequest,
+  stallMs: number | undefined,
+  call: (request: ModelRequest, touch: () => void) => Promise<ModelResponse>,
+): Promise<ModelResponse> {
+  const guard = stallGuard(request.signal, stallMs ?? DEFAULT_STALL_MS);
+  try {
+    const response = await call({ ...request, signal: guard.signal }, guard.touch);
+    const stalled = guard.failure(undefined);
+    if (stalled) throw stalled;
+    return response;
+  } catch (err) {
+    throw guard.failure(err) ?? toModelError(err, request.signal);
+  } finally {
+    guard.done();
+  }
 }
