@@ -172,7 +172,8 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     }
     const remind = /remind:(\S+)/.exec(text)?.[1];
     if (remind) {
-      if (last.role === 'tool') return { text: `set ${remind}` };
+      // A call cut off by a kill is made again (a reminder it did set refuses the same name, and says so).
+      if (last.role === 'tool' && !String(last.content).startsWith('interrupted')) return { text: `set ${remind}` };
       return { toolCalls: [{ name: 'remind', arguments: { action: 'remind', name: remind, prompt: `fire ${remind}`, in_seconds: 3 + Math.floor(rand() * 6) } }] };
     }
     // Every user message since the last answer.
@@ -486,16 +487,25 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   for (const label of [...report.lost, ...report.stuck, ...report.duplicated].slice(0, 8)) {
     const token = /:(\w+)/.exec(label.split(' ')[2] ?? '')?.[1];
     if (!token) continue;
-    const rows = await world.sql<{ conversation_id: string; role: string; turn: string | null; status: string | null; error: string | null }[]>`
-      select m.conversation_id, m.role, m.turn_id::text as turn, t.status, t.error from messages m left join turns t on t.id = m.turn_id
-      where m.content::text ~ ${`\\m${token}\\M`} order by m.id`;
-    const out = await world.sql<{ status: string; error: string | null; text: string }[]>`
-      select id, status, error, text, attempts, created_at, claimed_at, sent_at, claimed_by,
-        claimed_by in (select application_name from pg_stat_activity where application_name is not null) as claimer_alive
-      from outbound_messages where text ~ ${`\\m${token}\\M`}`;
-    report.diagnosis.push(`${label}: messages ${JSON.stringify(rows)}; outbox ${JSON.stringify(out)}`);
+    // The turns that mention it, each with its whole transcript, its outbox rows and its approvals; reminders by name.
+    const turns = await world.sql<{ id: string; kind: string; status: string; error: string | null; job_id: string | null }[]>`
+      select t.id::text, t.kind, t.status, t.error, t.job_id from turns t
+      where t.id in (select turn_id from messages where content::text ~ ${`\\m${token}\\M`}) order by t.started_at`;
+    const story: unknown[] = [];
+    for (const turn of turns) {
+      const messages = await world.sql`select seq, role, left(content::text, 160) as content, created_at from messages where turn_id = ${turn.id} order by id`;
+      const outbox = await world.sql`select id, dedupe_key, kind, status, error, left(text, 80) as text, attempts, created_at, claimed_at, sent_at, claimed_by,
+          claimed_by in (select application_name from pg_stat_activity where application_name is not null) as claimer_alive
+        from outbound_messages where turn_id = ${turn.id} order by id`;
+      const questions = await world.sql`select id, kind, status, answer, answered_via, expired_reason, created_at, answered_at from questions where turn_id = ${turn.id}`;
+      story.push({ turn, messages, outbox, questions });
+    }
+    const reminders = await world.sql`select id, name, status, due_at, last_fired_at from reminders where name = ${token}`.catch((err: Error) => err.message);
+    const loose = await world.sql`select id, dedupe_key, kind, status, turn_id, left(text, 80) as text, claimed_by from outbound_messages
+      where text ~ ${`\\m${token}\\M`} and (turn_id is null or turn_id not in (select id from turns where id in (select turn_id from messages where content::text ~ ${`\\m${token}\\M`})))`;
+    report.diagnosis.push(`${label}: ${JSON.stringify({ story, reminders, outboxElsewhere: loose })}`);
   }
-  if (report.lost.length || report.duplicated.length || report.stuck.length) log(`keeping the logs: ${world.scratch}`);
+  if (report.lost.length || report.duplicated.length || report.stuck.length) log(`keeping the logs and the database: ${world.scratch} (${world.databaseUrl}${world.postgres ? '; its data directory is in there' : ''})`);
   if (report.lost.length || report.duplicated.length || report.stuck.length) process.env.FAULTS_KEEP ??= '1';
   await world.close();
   return report;

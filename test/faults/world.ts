@@ -282,9 +282,12 @@ export async function startWorld(options: WorldOptions): Promise<World> {
       await logFile.close();
       await sql.end({ timeout: 5 });
       await Promise.allSettled([model.close(), telegram.close(), discord.close(), slack.close()]);
-      const cleanup = postgres(adminUrl, { max: 1, onnotice: () => {} });
-      await cleanup.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
-      await cleanup.end();
+      // A run that went wrong keeps its database with its logs, to be looked into.
+      if (!process.env.FAULTS_KEEP) {
+        const cleanup = postgres(adminUrl, { max: 1, onnotice: () => {} });
+        await cleanup.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+        await cleanup.end();
+      }
       await embedded?.release();
       await fs.rm(personasDir, { recursive: true, force: true });
       if (!process.env.FAULTS_KEEP) await fs.rm(scratch, { recursive: true, force: true });
