@@ -68,6 +68,8 @@ export interface AppOptions {
   modelRetryDeadlineMs?: number;
   /** How often the receivers' locks are checked (tests). */
   exclusiveCheckMs?: number;
+  /** How often messages left 'sending' by a dead process are looked for (tests). */
+  outboxSweepMs?: number;
   questionSweepMs?: number;
   /** How often a waiting ask_persona looks for its reply besides the notification (tests). */
   personaAskRecheckMs?: number;
@@ -306,7 +308,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
     let workers: TurnWorkers | undefined;
     if (options.worker !== false) {
-      maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log });
+      maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log, outboxIntervalMs: options.outboxSweepMs });
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await listen(database.sql, CHANNELS.cancel, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());

@@ -29,7 +29,8 @@ const LOST_TURN_SECONDS = 600;
  *   the user is told, and the job is deleted so the conversation moves on;
  * - a turn left 'running' with no live job behind it is marked failed (it would look busy forever);
  * - a message left 'sending' by a process that is gone (seen gone at two passes in a row, so a database blip is not
- *   mistaken for a death) goes back to the outbox: the platform never confirmed it, so it is sent again, once;
+ *   mistaken for a death) goes back to the outbox: the platform never confirmed it, so it is sent again, once. This
+ *   step has a timer of its own (every 10 s), since the chat's later messages wait behind that one;
  * - dedupe records, finished ledger rows, finished reminders, resolved questions and the throwaway conversations of
  *   `fresh` cron runs older than any redelivery are pruned.
  */
@@ -40,6 +41,8 @@ export function startMaintenance(deps: {
   personas: () => readonly Persona[];
   log: Logger;
   intervalMs?: number;
+  /** How often messages left 'sending' by a dead process are looked for. */
+  outboxIntervalMs?: number;
 }) {
   const { db } = deps.database;
   let running: Promise<void> | undefined;
@@ -80,15 +83,22 @@ export function startMaintenance(deps: {
     }
   }
 
+  async function requeueOrphans() {
+    try {
+      const orphaned = await orphanedOutboundIds(db);
+      const requeued = await requeueOrphanedOutbound(db, orphaned.filter((id) => suspects.has(id)));
+      suspects = new Set(orphaned);
+      if (requeued) deps.log.warn({ count: requeued }, 'messages whose sender stopped before the platform confirmed them are sent again');
+    } catch (err) {
+      deps.log.warn({ err }, 'maintenance step failed');
+    }
+  }
+
   async function tick() {
     try {
       await releaseFailedTurnJobs();
       const orphans = await failOrphanedTurns(db, LOST_TURN_SECONDS);
       if (orphans) deps.log.warn({ count: orphans }, 'turns lost with their process marked failed');
-      const orphaned = await orphanedOutboundIds(db);
-      const requeued = await requeueOrphanedOutbound(db, orphaned.filter((id) => suspects.has(id)));
-      suspects = new Set(orphaned);
-      if (requeued) deps.log.warn({ count: requeued }, 'messages whose sender stopped before the platform confirmed them are sent again');
       await pruneInboundEvents(db, new Date(Date.now() - INBOUND_RETENTION_MS));
       await pruneInboundFailures(db, new Date(Date.now() - INBOUND_RETENTION_MS));
       await pruneOutbound(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
@@ -105,12 +115,20 @@ export function startMaintenance(deps: {
     running ??= tick().finally(() => (running = undefined));
   }, deps.intervalMs ?? 60_000);
   timer.unref();
+  let sweeping: Promise<void> | undefined;
+  const sweep = () => (sweeping ??= requeueOrphans().finally(() => (sweeping = undefined)));
+  const outboxTimer = setInterval(sweep, deps.outboxIntervalMs ?? 10_000);
+  outboxTimer.unref();
   return {
-    /** Runs one pass now (tests). */
-    runOnce: () => (running ??= tick().finally(() => (running = undefined))),
+    /** Runs one pass of every step now (tests). */
+    runOnce: async () => {
+      await sweep();
+      await (running ??= tick().finally(() => (running = undefined)));
+    },
     async stop() {
       clearInterval(timer);
-      await running;
+      clearInterval(outboxTimer);
+      await Promise.all([running, sweeping]);
     },
   };
 }
