@@ -144,6 +144,11 @@ export interface OutboundMessage {
    * where the platform takes an idempotency key, a message it created before the answer was lost is not created again.
    */
   key?: string;
+  /**
+   * An earlier attempt at this message may have reached the platform: a retry after an answer that never came, or a
+   * process that died while sending it. Where the platform can be asked (by `key`), what it has is not sent again.
+   */
+  resend?: boolean;
 }
 
 export interface SentMessage {

@@ -52,6 +52,8 @@ const SOCKET_START_WAIT_MS = 30_000;
 /** How long a first message from someone waits for their name (users.info). */
 const NAME_WAIT_MS = 1000;
 const isDmChannel = (channel: string) => channel.startsWith('D');
+/** The metadata each posted part carries: the outbound row's key and the part's index, so a resend finds it. */
+const METADATA_TYPE = 'parlor_outbound';
 const isUserId = (id: string) => /^[UW][A-Z0-9]+$/.test(id);
 
 /**
@@ -71,6 +73,9 @@ export function createSlackConnector(options: SlackOptions): Connector {
     timeout: 30_000,
   };
   const client = new webApi.WebClient(options.botToken, clientOptions);
+  // Posting is never retried by the client: a post whose answer was lost may be in the chat, and only the outbox's
+  // retry, which looks for it first (`resend`), may post again.
+  const poster = new webApi.WebClient(options.botToken, { ...clientOptions, retryConfig: { retries: 0 } });
   const socketMode = Boolean(options.appToken);
   let bot: SlackBot | undefined;
   let app: App | undefined;
@@ -258,15 +263,43 @@ export function createSlackConnector(options: SlackOptions): Connector {
     }
   }
 
+  /**
+   * The parts of a message (by its key) the channel or thread has already: an attempt whose answer was lost, or a
+   * process that died sending it, may have posted some. Each part carries the key in its metadata.
+   */
+  async function partsPosted(channel: string, message: OutboundMessage): Promise<Map<number, string>> {
+    const found = new Map<number, string>();
+    if (!message.key) return found;
+    const listed: any = await call(
+      message.thread ? 'conversations.replies' : 'conversations.history',
+      () =>
+        message.thread
+          ? client.conversations.replies({ channel, ts: message.thread, limit: 200, include_all_metadata: true })
+          : client.conversations.history({ channel, limit: 100, include_all_metadata: true }),
+      false,
+    );
+    for (const m of listed.messages ?? []) {
+      const payload = m.metadata?.event_type === METADATA_TYPE ? m.metadata.event_payload : undefined;
+      if (payload?.key === message.key && Number.isInteger(payload.part)) found.set(payload.part, String(m.ts));
+    }
+    return found;
+  }
+
   async function postParts(channel: string, parts: FormattedPart[], message: OutboundMessage, ids: string[]) {
     const buttons = message.buttons?.length ? message.buttons : undefined;
+    const posted = message.resend ? await partsPosted(channel, message) : new Map<number, string>();
     for (const [i, part] of parts.entries()) {
+      const already = posted.get(i);
+      if (already) {
+        ids.push(already);
+        continue;
+      }
       const last = i === parts.length - 1;
       const blocks = last && buttons ? questionBlocks(part.mrkdwn, buttons) : undefined;
       const sent = await call(
         'chat.postMessage',
         () =>
-          client.chat.postMessage({
+          poster.chat.postMessage({
             channel,
             text: part.mrkdwn,
             mrkdwn: true,
@@ -274,6 +307,7 @@ export function createSlackConnector(options: SlackOptions): Connector {
             unfurl_media: false,
             ...(message.thread ? { thread_ts: message.thread } : {}),
             ...(blocks ? { blocks } : {}),
+            ...(message.key ? { metadata: { event_type: METADATA_TYPE, event_payload: { key: message.key, part: i } } } : {}),
           }),
         ids.length > 0,
       );

@@ -63,7 +63,7 @@ export function createDelivery(deps: {
   let draining: Promise<void> | undefined;
 
   /** What the row asks of the platform: a message (its parts' ids and the thread it landed in), or a reaction. */
-  async function perform(row: OutboundRow, connector: Connector): Promise<SentMessage> {
+  async function perform(row: OutboundRow, connector: Connector, resend: boolean): Promise<SentMessage> {
     if (row.kind === 'reaction') {
       if (!connector.react || !connector.capabilities.react) throw new Error(`${row.connector} does not support reactions`);
       if (!row.replyTo) throw new Error('a reaction needs the message it is set on');
@@ -80,6 +80,7 @@ export function createDelivery(deps: {
       // Only a connector that can show it to them alone is told; elsewhere it goes to the chat, answering their message.
       ...(row.privateTo && connector.capabilities.privateReplies ? { privateTo: row.privateTo } : {}),
       key: `outbound:${row.id}`,
+      ...(resend ? { resend } : {}),
     });
   }
 
@@ -116,7 +117,8 @@ export function createDelivery(deps: {
       sent = await withRetries(
         () => {
           attempts++;
-          return perform(row, connector);
+          // A retry, or a row taken over from a process that died sending it: the platform may have it already.
+          return perform(row, connector, attempts > 1 || row.resends > 0);
         },
         {
           deadlineMs: deps.sendDeadlineMs ?? 120_000,

@@ -86,7 +86,12 @@ export async function outboundRowByKey(db: Queryable, dedupeKey: string): Promis
 export async function takeOverOutbound(db: Queryable, id: number, claimedBy: string): Promise<OutboundRow | undefined> {
   const [row] = await db
     .update(outboundMessages)
-    .set({ status: 'sending', claimedAt: sql`now()`, claimedBy })
+    .set({
+      status: 'sending',
+      claimedAt: sql`now()`,
+      claimedBy,
+      resends: sql`${outboundMessages.resends} + (case when ${outboundMessages.status} = 'sending' then 1 else 0 end)`,
+    })
     .where(
       and(
         eq(outboundMessages.id, id),
@@ -178,7 +183,7 @@ export async function requeueOrphanedOutbound(db: Queryable, ids: number[]): Pro
   if (ids.length === 0) return 0;
   const rows = await db
     .update(outboundMessages)
-    .set({ status: 'pending', claimedAt: null, claimedBy: null })
+    .set({ status: 'pending', claimedAt: null, claimedBy: null, resends: sql`${outboundMessages.resends} + 1` })
     .where(
       and(
         inArray(outboundMessages.id, ids),

@@ -137,6 +137,8 @@ export const outboundMessages = pgTable(
     claimedAt: timestamp('claimed_at', { withTimezone: true }),
     /** The database session (application name) of the process sending the row; gone from pg_stat_activity, it died. */
     claimedBy: text('claimed_by'),
+    /** How often it was taken over from a process that died sending it (the platform may have it already). */
+    resends: integer('resends').notNull().default(0),
     sentAt: timestamp('sent_at', { withTimezone: true }),
   },
   (t) => [

@@ -27,6 +27,8 @@ export interface SlackMessage {
   files?: SlackFile[];
   /** Emoji names on it (added by the bot). */
   reactions: string[];
+  /** Message metadata the app posted with it (`chat.postMessage`'s `metadata`). */
+  metadata?: { event_type: string; event_payload: Record<string, unknown> };
   /** How many times it was changed after posting (chat.update, a response_url replacement). */
   edits: number;
   /** The blocks it was posted with: a client that has not refreshed still shows (and clicks) their buttons. */
@@ -126,6 +128,12 @@ export function createSlackWorkspace(config: {
 
   const echo = (event: Record<string, any>) => onBotEvent({ ...event, event_ts: event.ts, channel_type: channelTypeOf(event.channel) });
 
+  /** A message as the history methods list it: the bot's as its event shows it, a person's with their user id. */
+  const historyEntry = (m: SlackMessage, withMetadata: boolean) => ({
+    ...(m.user === id.botUserId ? botMessageEvent(m) : { type: 'message', user: m.user, ts: m.ts, ...(m.text !== undefined && { text: m.text }), ...(m.thread_ts && { thread_ts: m.thread_ts }) }),
+    ...(withMetadata && m.metadata && { metadata: m.metadata }),
+  });
+
   function post(channel: string, fields: Partial<SlackMessage>): SlackMessage {
     const m: SlackMessage = { channel, ts: nextTs(), user: id.botUserId, bot_id: id.botId, reactions: [], edits: 0, deleted: false, ...fields, postedBlocks: fields.blocks };
     channelOf(channel).push(m);
@@ -168,7 +176,17 @@ export function createSlackWorkspace(config: {
       if (!channel) return fail('channel_not_found');
       const problem = contentProblem(body, true);
       if (problem) return problem;
-      const m = post(channel, { text: body.text, blocks: body.blocks, attachments: body.attachments, mrkdwn: bool(body.mrkdwn) ?? true, thread_ts: body.thread_ts || undefined });
+      if (body.metadata !== undefined && (typeof body.metadata !== 'object' || typeof body.metadata.event_type !== 'string' || typeof body.metadata.event_payload !== 'object')) {
+        return fail('invalid_metadata_format');
+      }
+      const m = post(channel, {
+        text: body.text,
+        blocks: body.blocks,
+        attachments: body.attachments,
+        mrkdwn: bool(body.mrkdwn) ?? true,
+        thread_ts: body.thread_ts || undefined,
+        ...(body.metadata && { metadata: body.metadata }),
+      });
       return { ok: true, channel, ts: m.ts, message: botMessageEvent(m) };
     },
     'chat.update': (body) => {
@@ -219,6 +237,27 @@ export function createSlackWorkspace(config: {
       if (users.length === 0) return fail('users_list_not_supplied');
       if (!users.every(isUserId)) return fail('user_not_found');
       return { ok: true, channel: { id: imChannelFor(users) } };
+    },
+    // A channel's messages, newest first: top-level ones (a thread's replies only through conversations.replies).
+    'conversations.history': (body) => {
+      const channel = body.channel;
+      if (!isChannelId(channel) || !store.has(channel)) return fail('channel_not_found');
+      const limit = Math.min(Number(body.limit ?? 100) || 100, 999);
+      const messages = store
+        .get(channel)!
+        .filter((m) => !m.deleted && (!m.thread_ts || m.thread_ts === m.ts) && (body.oldest === undefined || Number(m.ts) > Number(body.oldest)))
+        .reverse()
+        .slice(0, limit);
+      return { ok: true, messages: messages.map((m) => historyEntry(m, bool(body.include_all_metadata) ?? false)), has_more: false };
+    },
+    // A thread: its root, then its replies, oldest first.
+    'conversations.replies': (body) => {
+      const channel = body.channel;
+      if (!isChannelId(channel) || !store.has(channel)) return fail('channel_not_found');
+      const root = findMessage(channel, body.ts);
+      if (!root) return fail('thread_not_found');
+      const messages = store.get(channel)!.filter((m) => !m.deleted && (m.ts === root.ts || m.thread_ts === root.ts));
+      return { ok: true, messages: messages.slice(0, Math.min(Number(body.limit ?? 1000) || 1000, 1000)).map((m) => historyEntry(m, bool(body.include_all_metadata) ?? false)), has_more: false };
     },
     'conversations.info': (body) => {
       const channel = body.channel;

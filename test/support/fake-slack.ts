@@ -65,6 +65,8 @@ export interface SlackFailure {
   /** Seconds, sent as `Retry-After` (with status 429 when no status is given). */
   retryAfter?: number;
   times?: number;
+  /** The method does its work first (the message is posted), then answers with the failure: the answer is lost. */
+  afterDoing?: boolean;
 }
 
 export interface SocketEnvelope {
@@ -230,6 +232,7 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
       if (!scripted.times || --scripted.times <= 0) queue.shift();
       call.status = scripted.status ?? (scripted.retryAfter !== undefined ? 429 : 200);
       const headers: Record<string, string> = scripted.retryAfter !== undefined ? { 'retry-after': String(scripted.retryAfter) } : {};
+      if (scripted.afterDoing) workspace.methods[method]?.(body);
       call.response = call.status >= 500 ? `${call.status} upstream error` : fail(scripted.error ?? (call.status === 429 ? 'ratelimited' : 'internal_error'));
       return send(res, call.status, call.response, headers);
     }

@@ -1,0 +1,73 @@
+import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
+import { sql } from 'drizzle-orm';
+import { OWNER, OWNER_DM, startSlackHarness, type SlackHarness } from './slack-harness.ts';
+import { until } from '../support/until.ts';
+
+// Slack takes no idempotency key, so each part Parlor posts carries its outbound row's key in the message metadata.
+// A resend (a retry whose earlier answer was lost, or a row taken over from a process that died sending it) looks
+// in the chat first and posts only what is not there.
+let h: SlackHarness;
+beforeAll(async () => {
+  h = await startSlackHarness({ mode: 'socket' });
+});
+afterAll(async () => {
+  await h?.stop();
+});
+beforeEach(async () => {
+  await until(async () => (await h.app.database.db.execute(sql`select 1 from outbound_messages where status in ('pending', 'sending')`)).length === 0, 'the outbox to settle');
+});
+
+const posts = () => h.fake.callsOf('chat.postMessage').length;
+
+it('posts each part with its key, and a resend of a message Slack has posts nothing and answers with its ids', async () => {
+  const before = posts();
+  const first = await h.connector.send({ chat: OWNER, text: 'keyed hello', key: 'outbound:9001' });
+  const again = await h.connector.send({ chat: OWNER, text: 'keyed hello', key: 'outbound:9001', resend: true });
+  expect(again.ids).toEqual(first.ids);
+  expect(posts() - before).toBe(1);
+  expect(h.texts(OWNER_DM).filter((t) => t === 'keyed hello')).toHaveLength(1);
+  // A resend of a message Slack does not have posts it.
+  await h.connector.send({ chat: OWNER, text: 'never got there', key: 'outbound:9002', resend: true });
+  expect(h.texts(OWNER_DM).filter((t) => t === 'never got there')).toHaveLength(1);
+});
+
+it('a retry after a lost answer does not post the message again', async () => {
+  h.fake.failNext('chat.postMessage', { status: 500, afterDoing: true });
+  const sent = await h.app.delivery.deliver({ dedupeKey: 'lost-answer', connector: 'slack', chat: OWNER, text: 'answer lost once' });
+  expect(sent).toMatchObject({ status: 'sent' });
+  expect(h.texts(OWNER_DM).filter((t) => t === 'answer lost once')).toHaveLength(1);
+  const posted = h.fake.messages(OWNER_DM).find((m) => m.text === 'answer lost once');
+  expect(sent).toMatchObject({ ids: [posted!.ts] });
+});
+
+it('a long message cut off after its first part is finished with the rest, each part once', async () => {
+  const text = `${'first part. '.repeat(400)}\n\n${'second part. '.repeat(200)}`;
+  // The first part is posted and its answer lost; the retry finds it and posts only the second.
+  h.fake.failNext('chat.postMessage', { status: 500, afterDoing: true });
+  const sent = await h.app.delivery.deliver({ dedupeKey: 'long-cut', connector: 'slack', chat: OWNER, text });
+  expect(sent).toMatchObject({ status: 'sent' });
+  const keyed = h.fake.messages(OWNER_DM).filter((m) => /first part|second part/.test(m.text ?? ''));
+  expect(keyed.map((m) => m.metadata?.event_payload?.part)).toEqual([0, 1]);
+  expect((sent as { ids: string[] }).ids).toEqual(keyed.map((m) => m.ts));
+});
+
+it('a message a dead process was sending when it died, which Slack has, is not posted again when taken over', async () => {
+  // The dead process's row, and what it had posted before it died.
+  const [row] = (await h.app.database.db.execute(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
+    values ('died-sending', 'slack', ${OWNER}, 'posted as it died', 'sending', now(), 'parlor:1:dead') returning id`)) as unknown as { id: number }[];
+  await h.connector.send({ chat: OWNER, text: 'posted as it died', key: `outbound:${row.id}` });
+  await h.app.maintenance!.runOnce();
+  await h.app.maintenance!.runOnce();
+  await until(async () => {
+    const [r] = (await h.app.database.db.execute(sql`select status from outbound_messages where id = ${row.id}`)) as unknown as { status: string }[];
+    return r.status === 'sent';
+  }, 'the taken-over row to be sent');
+  const [done] = (await h.app.database.db.execute(sql`select resends, platform_message_ids from outbound_messages where id = ${row.id}`)) as unknown as {
+    resends: number;
+    platform_message_ids: string[];
+  }[];
+  expect(done.resends).toBe(1);
+  const posted = h.fake.messages(OWNER_DM).filter((m) => m.text === 'posted as it died');
+  expect(posted).toHaveLength(1);
+  expect(done.platform_message_ids).toEqual([posted[0].ts]);
+});
