@@ -79,6 +79,8 @@ export function createRemindTool(deps: { timezone: string }): Tool<Args> {
         deliver: { anyOf: [scheduleEntryProperties.deliver, { type: 'null' }] },
       },
     },
+    // A reminder is keyed by the call that set it: a turn resumed after a crash sets it again to no effect.
+    resumable: (args) => args.action === 'remind' || args.action === 'list',
     async run(args, ctx) {
       const scheduling = ctx.scheduling;
       if (!scheduling) return 'error: scheduling is not available here';
@@ -194,7 +196,7 @@ async function addReminder(args: Args, ctx: ToolContext, scheduling: SchedulingA
   }
   if (args.name !== undefined && !NAME.test(args.name)) return 'error: name may hold letters, digits, _ . and -, and starts with a letter or digit';
 
-  const request = { prompt: args.prompt, dueAt, everySeconds: args.every_seconds, until, deliver };
+  const request = { prompt: args.prompt, dueAt, everySeconds: args.every_seconds, until, deliver, callId: ctx.callId };
   let view: ReminderView;
   if (args.name !== undefined) {
     try {

@@ -13,6 +13,8 @@ export const DEFAULT_HISTORY_BUDGET: HistoryBudget = { maxMessages: 80, maxChars
  * Providers reject a tool call without its result, or a result without its call. A process that died between
  * the two leaves such a gap; it is filled with an explicit "interrupted" result, and stray results are dropped.
  */
+export const INTERRUPTED_RESULT = 'interrupted: the turn stopped before this tool reported a result.';
+
 export function repairToolPairs(messages: ChatMessage[]): ChatMessage[] {
   const out: ChatMessage[] = [];
   for (let i = 0; i < messages.length; i++) {
@@ -27,7 +29,7 @@ export function repairToolPairs(messages: ChatMessage[]): ChatMessage[] {
     }
     for (const call of message.toolCalls) {
       out.push(
-        results.get(call.id) ?? { role: 'tool', toolCallId: call.id, name: call.name, content: 'interrupted: the turn stopped before this tool reported a result.' },
+        results.get(call.id) ?? { role: 'tool', toolCallId: call.id, name: call.name, content: INTERRUPTED_RESULT },
       );
     }
   }

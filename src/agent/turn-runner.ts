@@ -20,6 +20,7 @@ import type { SummaryRequest } from './history-window.ts';
 import { backgroundPrompt, cronName, loadTurnHistory } from './turn-setup.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import { createReplyStream, type ReplyStream } from './reply-stream.ts';
+import { rerunInterruptedCalls } from './resume.ts';
 import { buildSystemPrompt } from './prompt.ts';
 import { answersInText, backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 import type { Subagents } from '#src/subagents/service.ts';
@@ -365,6 +366,15 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       moreTools: turnTools.listed(),
       userModel: await userModelFor(persona, data.kind, origin?.sender, log),
     });
+    if (started.resumed) {
+      await rerunInterruptedCalls(history, {
+        tools: deps.tools,
+        offered: turnTools.callable(),
+        ctx,
+        store: (message) => insertMessage(bookkeeping, { conversationId: data.conversationId, turnId, message }).then(() => undefined),
+        log,
+      });
+    }
     const timeoutMs =
       data.kind === 'task' ? persona.tools.subagents.timeoutSeconds * 1000 : (persona.tools.turnTimeoutSeconds ?? 0) * 1000 || deps.turnTimeoutMs || 15 * 60_000;
     return runAgentLoop({

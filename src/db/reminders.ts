@@ -22,6 +22,12 @@ export async function insertReminder(db: Queryable, row: NewReminder): Promise<R
   }
 }
 
+/** The reminder a tool call set (by the model's call id), whatever became of it since. */
+export async function reminderOfCall(db: Queryable, persona: string, callId: string): Promise<ReminderRow | undefined> {
+  const [row] = await db.select().from(reminders).where(and(eq(reminders.persona, persona), eq(reminders.callId, callId))).limit(1);
+  return row;
+}
+
 /** Holds the persona's reminders for the rest of the transaction: checks of how many it has, one at a time. */
 export async function lockPersonaReminders(db: Queryable, persona: string): Promise<void> {
   await db.execute(sql`select pg_advisory_xact_lock(hashtext(${`parlor:reminders:${persona}`}))`);

@@ -334,10 +334,13 @@ export const reminders = pgTable(
     status: text('status').$type<'pending' | 'done' | 'cancelled'>().notNull().default('pending'),
     fires: integer('fires').notNull().default(0),
     lastFiredAt: timestamp('last_fired_at', { withTimezone: true }),
+    /** The model's id for the tool call that set it: the same call run again (a resumed turn) finds it. */
+    callId: text('call_id'),
     createdAt: createdAt(),
   },
   (t) => [
     uniqueIndex('reminders_pending_name_idx').on(t.persona, t.name).where(sql`${t.status} = 'pending'`),
+    uniqueIndex('reminders_call_idx').on(t.persona, t.callId).where(sql`${t.callId} is not null`),
     index('reminders_due_idx').on(t.dueAt).where(sql`${t.status} = 'pending'`),
   ],
 );

@@ -11,6 +11,7 @@ import {
   countPendingReminders,
   insertReminder,
   lockPersonaReminders,
+  reminderOfCall,
   isSchedulePaused,
   lockReminder,
   pausedSchedules,
@@ -346,9 +347,12 @@ export function createScheduler(deps: {
           return { dueAt: row.dueAt, replaced: Boolean(replaced) };
         });
       },
-      async remind({ name, prompt, dueAt, everySeconds, until, deliver }) {
+      async remind({ name, prompt, dueAt, everySeconds, until, deliver, callId }) {
         const row = await db.transaction(async (tx) => {
           await lockPersonaReminders(tx, persona.name);
+          // The same call run again (its turn resumed after a crash): what it set the first time, fired or not.
+          const earlier = callId === undefined ? undefined : await reminderOfCall(tx, persona.name, callId);
+          if (earlier) return earlier;
           if ((await countPendingReminders(tx, persona.name)) >= REMINDER_LIMITS.maxPending) {
             throw new TooManyReminders(`${persona.name} has ${REMINDER_LIMITS.maxPending} pending reminders, the most it may have`);
           }
@@ -367,6 +371,7 @@ export function createScheduler(deps: {
             dueAt,
             everySeconds: everySeconds ?? null,
             until: until ?? null,
+            callId: callId ?? null,
           });
           await scheduleFiring(tx, inserted);
           return inserted;

@@ -51,6 +51,17 @@ export class ToolRunner {
     return tools.map((t) => ({ name: t.name, description: t.description, parameters: t.parameters }));
   }
 
+  /** Whether the call may be run again to no further effect (see Tool.resumable): false when in any doubt. */
+  resumable(call: ToolCall, offered: readonly Tool[]): boolean {
+    const tool = offered.find((t) => t.name === call.name);
+    if (!tool?.resumable) return false;
+    try {
+      return tool.resumable(call.arguments.trim() ? JSON.parse(call.arguments) : {}) === true;
+    } catch {
+      return false;
+    }
+  }
+
   async execute(call: ToolCall, offered: readonly Tool[], ctx: ToolContext): Promise<ToolOutput> {
     const tool = offered.find((t) => t.name === call.name);
     if (!tool) {
@@ -85,7 +96,7 @@ export class ToolRunner {
       // The turn may have been stopped while the question was open.
       if (ctx.signal.aborted) return { content: `cancelled: the turn was stopped before ${tool.name} ran.` };
     }
-    return this.runWithTimeout(tool, args, ctx);
+    return this.runWithTimeout(tool, args, ctx, call.id);
   }
 
   private validatorFor(tool: Tool): ValidateFunction {
@@ -97,7 +108,7 @@ export class ToolRunner {
     return validate;
   }
 
-  private async runWithTimeout(tool: Tool, args: unknown, ctx: ToolContext): Promise<ToolOutput> {
+  private async runWithTimeout(tool: Tool, args: unknown, ctx: ToolContext, callId: string): Promise<ToolOutput> {
     const timeoutMs = tool.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
     const controller = new AbortController();
     let onTurnAbort = () => {};
@@ -114,6 +125,7 @@ export class ToolRunner {
     };
     const callCtx: ToolContext = {
       ...ctx,
+      callId,
       signal: controller.signal,
       remoteMethod: async (request) => {
         if (waitingOnPerson++ === 0) {

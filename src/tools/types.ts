@@ -38,6 +38,8 @@ export interface ToolContext {
   react(emoji: string, messageId?: string): Promise<'done' | 'queued'>;
   /** The turn's search-tier tools (custom, MCP): found by tool_search, made callable by tool_activate. */
   tiers?: ToolTiersApi;
+  /** The model's id for this call; the same when a resumed turn runs a `resumable` call again. */
+  callId?: string;
 }
 
 export interface ToolTiersApi {
@@ -102,7 +104,8 @@ export interface ReminderView {
 export interface SchedulingApi {
   /** Replaces this conversation's wake-up; `delayMs` 0 cancels it. */
   wakeup(request: { delayMs: number; message?: string; loop?: boolean }): Promise<{ dueAt?: Date; replaced: boolean }>;
-  remind(request: { name: string; prompt: string; dueAt: Date; everySeconds?: number; until?: Date; deliver?: DeliveryTarget }): Promise<ReminderView>;
+  /** `callId`: the reminder a call with this id set already is returned instead of a second one. */
+  remind(request: { name: string; prompt: string; dueAt: Date; everySeconds?: number; until?: Date; deliver?: DeliveryTarget; callId?: string }): Promise<ReminderView>;
   cancelReminder(name: string): Promise<boolean>;
   /** `onlyOwn`: the asker is not one of the persona's people, and sees only the reminders they set. */
   list(): Promise<{ schedules: ScheduleView[]; reminders: ReminderView[]; onlyOwn?: boolean }>;
@@ -150,6 +153,12 @@ export interface Tool<Args = any> {
   timeoutMs?: number;
   /** Exempt from the repeated-call guard (polling tools, say). */
   allowRepeat?: boolean;
+  /**
+   * A call of it may be run again with the same `callId` to no further effect (what it does is keyed by the call
+   * id). A turn resumed after a crash runs such a call again, instead of telling the model it was interrupted
+   * (which leaves the model to guess whether it took effect, and often to do it twice).
+   */
+  resumable?(args: Args): boolean;
   available?(context: { persona: Persona; kind: TurnKind }): boolean;
   /** How an approval question shows a call, and what "Always allow" covers (the whole tool when absent). */
   approval?: {

@@ -24,6 +24,8 @@ describe('under faults', () => {
     expect(report.kills, summary).toBeGreaterThanOrEqual(2);
     expect(report.postgresRestarts, summary).toBeGreaterThanOrEqual(process.env.TEST_DATABASE_URL || process.env.DATABASE_URL ? 0 : 1);
     expect(report.accepted, summary).toBeGreaterThan(20);
+    // Telegram's at-least-once window (see FaultReport.resentAfterKill): at most one message per kill.
+    expect(report.resentAfterKill.length, summary).toBeLessThanOrEqual(report.kills);
     expect(
       {
         lost: report.lost,

@@ -41,6 +41,12 @@ export interface FaultReport {
   faults: Record<string, number>;
   lost: string[];
   duplicated: string[];
+  /**
+   * Telegram messages sent twice because a process was killed after Telegram had the message and before its sent
+   * mark: the row was taken over (`resends`) and sent again. Telegram takes no idempotency key and cannot be asked
+   * what a chat holds, so there it is at least once; Discord (nonce) and Slack (metadata) are asked and stay once.
+   */
+  resentAfterKill: string[];
   outOfOrder: string[];
   stuck: string[];
   failedVisibly: number;
@@ -363,6 +369,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     faults,
     lost: [],
     duplicated: [],
+    resentAfterKill: [],
     outOfOrder: [],
     stuck: [],
     failedVisibly: 0,
@@ -469,6 +476,17 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     }
   }
   for (const [k, v] of Object.entries(report.leftOver)) if (v > 0) report.stuck.push(`${v} ${k} left at the end`);
+  // A Telegram duplicate that is one outbox row, taken over from a sender killed mid-send: counted on its own.
+  for (const label of [...report.duplicated]) {
+    const token = /:(\w+)/.exec(label.split(' ')[2] ?? '')?.[1];
+    if (!label.startsWith('telegram ') || !token) continue;
+    const rows = await world.sql<{ resends: number }[]>`select resends from outbound_messages
+      where connector = 'telegram' and text ~ ${`\\m${token}\\M`} and status = 'sent' and kind = 'message'`;
+    if (rows.length === 1 && rows[0].resends > 0) {
+      report.duplicated.splice(report.duplicated.indexOf(label), 1);
+      report.resentAfterKill.push(label);
+    }
+  }
   // What holds the outbox: the oldest open row of each chat that has one, and whether its sender is alive.
   const holders = await world.sql`select distinct on (connector, chat) id, connector, chat, status, attempts, created_at, claimed_at, claimed_by,
       claimed_by in (select application_name from pg_stat_activity where application_name is not null) as claimer_alive
@@ -525,6 +543,7 @@ export function formatReport(r: FaultReport): string {
     `  kills (SIGKILL): ${r.kills}; Postgres restarts: ${r.postgresRestarts}; exits nobody caused: ${r.crashes}`,
     `  faults: ${Object.entries(r.faults).sort().map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
     `  lost = ${r.lost.length}, duplicated = ${r.duplicated.length}, stuck = ${r.stuck.length}, out of order = ${r.outOfOrder.length}, failed visibly = ${r.failedVisibly}`,
+    `  sent twice on Telegram after a kill between its accepting and the sent mark (it takes no idempotency key) = ${r.resentAfterKill.length}`,
     `  tools run without approval = ${r.unapprovedRuns.length}, tools run twice = ${r.toolRanTwice.length}, internal text in a chat = ${r.internalText.length}, unexpected messages = ${r.unexpected.length}`,
     `  recovery after a kill (restart to the next reply): p50 ${r.recoveryMs.p50} ms, p99 ${r.recoveryMs.p99} ms over ${r.recoveryMs.count}`,
     `  RSS per process: first ${mb(r.rss.firstBytes)}, last ${mb(r.rss.lastBytes)}, peak ${mb(r.rss.peakBytes)}; tables: ${mb(r.tables.firstBytes)} → ${mb(r.tables.lastBytes)}`,
@@ -532,6 +551,7 @@ export function formatReport(r: FaultReport): string {
   for (const [title, list] of [
     ['lost', r.lost],
     ['duplicated', r.duplicated],
+    ['sent twice on Telegram after a kill mid-send', r.resentAfterKill],
     ['stuck', r.stuck],
     ['out of order', r.outOfOrder],
     ['run without approval', r.unapprovedRuns],

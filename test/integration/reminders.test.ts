@@ -67,6 +67,23 @@ beforeEach(async () => {
 });
 
 describe('remind', () => {
+  it('the same tool call run again (a turn resumed after a crash) sets nothing more, fired or not', async () => {
+    const call = (n: number) => ({ toolCalls: [{ id: 'call_resumed_0001', name: 'remind', arguments: { action: 'remind', name: `again-${n}`, prompt: 'stand up', in_seconds: 1 } }] });
+    for (const n of [1, 2]) {
+      h.fake.script(call(n), (req) => ({ text: `tool said: ${toolResult(req)}` }));
+      const before = h.chat.sent.length;
+      await h.chat.inject({ text: 'please remind', chat: { id: 'u1', type: 'dm' }, sender: { id: 'u1', name: 'Ana' } });
+      const [said] = (await h.chat.waitForSent(before + 1)).slice(before);
+      // The second run answers with what the first set (its name, though it asked for another).
+      expect(said.text).toMatch(/^tool said: reminder "again-1" set/);
+      if (n === 1) await waitForFired(1);
+    }
+    await sleep(2000);
+    expect(fired()).toHaveLength(1);
+    const rows = await h.query<{ n: number }>(sql`select count(*)::int as n from reminders where call_id = 'call_resumed_0001'`);
+    expect(rows[0].n).toBe(1);
+  });
+
   it('a reminder 2 s ahead fires once, in the chat that asked, through reply_to_origin', async () => {
     const said = await ask('remind', { action: 'remind', prompt: 'Remind Ana to call Sam', in_seconds: 2 });
     expect(said).toMatch(/^tool said: reminder "ana-call-sam" set: next at /);

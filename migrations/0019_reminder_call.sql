@@ -1,0 +1,2 @@
+ALTER TABLE "reminders" ADD COLUMN "call_id" text;--> statement-breakpoint
+CREATE UNIQUE INDEX "reminders_call_idx" ON "reminders" USING btree ("persona","call_id") WHERE "reminders"."call_id" is not null;
