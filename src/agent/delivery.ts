@@ -11,7 +11,9 @@ import {
   outboundOrphaned,
   outboundRowByKey,
   releaseOutbound,
+  requeueOrphanedOutbound,
   takeOverOutbound,
+  waitsBehind,
   type OutboundDraft,
   type OutboundRow,
 } from '#src/db/outbound-messages.ts';
@@ -181,6 +183,12 @@ export function createDelivery(deps: {
       if (existing.status === 'pending' && !connector) return { status: 'queued' };
       // A sender seen gone twice, a few seconds apart: a database blip drops a live process's sessions for a moment.
       if (existing.status === 'pending' || (await orphanedTwice(existing.id))) {
+        // Behind an earlier message of its chat: it goes out after that one, from the outbox, like any other.
+        if (await waitsBehind(db, existing)) {
+          if (existing.status === 'sending') await requeueOrphanedOutbound(db, [existing.id]);
+          if (connector) scheduleDrain();
+          return { status: 'queued' };
+        }
         const taken = await takeOverOutbound(db, existing.id, deps.session);
         if (taken && connector) {
           if (existing.status === 'sending') log.warn({ connector: taken.connector, chat: taken.chat, key: taken.dedupeKey }, 'sending again a message whose sender stopped before the platform confirmed it');

@@ -5,6 +5,16 @@ import type { Tool, ToolContext } from '#src/tools/types.ts';
 import { INTERRUPTED_RESULT } from './history.ts';
 
 /**
+ * The answer a resumed turn had written before the crash (its transcript ends on the model's final text), which
+ * never reached the ledger: it is sent as it was. Calling the model again would answer a question already answered
+ * (and, reading the answer as the last word, often with something else).
+ */
+export function answeredBeforeCrash(history: readonly ChatMessage[]): string | undefined {
+  const last = history[history.length - 1];
+  return last?.role === 'assistant' && !last.toolCalls?.length ? last.content : undefined;
+}
+
+/**
  * A turn resumed after a crash may end on calls that never reported (the process died while they ran). Those a
  * tool can run again to no further effect (`Tool.resumable`: a reminder keyed by its call id) are run again with
  * the same call id and their results stored, so the model reads what happened rather than "interrupted", which

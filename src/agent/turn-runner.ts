@@ -20,7 +20,8 @@ import type { SummaryRequest } from './history-window.ts';
 import { backgroundPrompt, cronName, loadTurnHistory } from './turn-setup.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import { createReplyStream, type ReplyStream } from './reply-stream.ts';
-import { rerunInterruptedCalls } from './resume.ts';
+import { answeredBeforeCrash, rerunInterruptedCalls } from './resume.ts';
+import { stripInternalText } from './visible-text.ts';
 import { buildSystemPrompt } from './prompt.ts';
 import { answersInText, backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 import type { Subagents } from '#src/subagents/service.ts';
@@ -270,6 +271,11 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const { turnId, conversation } = started;
     if (data.kind === 'user') await deps.awaitDownloads?.(data.conversationId, turnId, signal);
     const history = await loadTurnHistory({ db, summaries: deps.summaries, log }, persona, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
+    const answered = started.resumed && answersInText(data.kind, data.origin) ? answeredBeforeCrash(history) : undefined;
+    if (answered !== undefined) {
+      log.info('the turn had answered before the restart; that answer is sent');
+      return { status: 'ok', reply: stripInternalText(answered), usage: { input: 0, output: 0 }, modelCalls: 0 };
+    }
     // A task works with a fresh context and without the persona's secrets, on the tools it was given.
     const task = data.kind === 'task' ? await deps.subagents?.task(data.conversationId) : undefined;
     // Cancelled (or ended) before its turn began: it does nothing.

@@ -102,6 +102,13 @@ export async function takeOverOutbound(db: Queryable, id: number, claimedBy: str
   return row;
 }
 
+/** Whether an earlier message of the row's chat is still open: then the row waits for it (see claimPendingOutbound). */
+export async function waitsBehind(db: Queryable, row: { id: number; connector: string; chat: string }): Promise<boolean> {
+  const rows = await clientOf(db)`select 1 from outbound_messages
+    where connector = ${row.connector} and chat = ${row.chat} and id < ${row.id} and status in ('pending', 'sending') limit 1`;
+  return rows.length > 0;
+}
+
 /** Hands a message this process claimed back to the outbox (for the process that runs its connector). */
 export async function releaseOutbound(db: Queryable, id: number, claimedBy: string): Promise<void> {
   await db

@@ -480,8 +480,10 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   for (const label of [...report.duplicated]) {
     const token = /:(\w+)/.exec(label.split(' ')[2] ?? '')?.[1];
     if (!label.startsWith('telegram ') || !token) continue;
+    // The text that came twice: an echo, a reminder's confirmation or its firing, or an approval's outcome.
+    const pattern = / replies\)$/.test(label) ? `^echo: .*\\m${token}\\M` : / confirmations\)$/.test(label) ? `^set ${token}$` : /\(fired /.test(label) ? `^reminder ${token}$` : `^done ${token}:`;
     const rows = await world.sql<{ resends: number }[]>`select resends from outbound_messages
-      where connector = 'telegram' and text ~ ${`\\m${token}\\M`} and status = 'sent' and kind = 'message'`;
+      where connector = 'telegram' and text ~ ${pattern} and status = 'sent' and kind = 'message'`;
     if (rows.length === 1 && rows[0].resends > 0) {
       report.duplicated.splice(report.duplicated.indexOf(label), 1);
       report.resentAfterKill.push(label);

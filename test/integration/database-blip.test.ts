@@ -30,4 +30,31 @@ describe('the database going away during a turn', () => {
     const turns = await h.query<{ status: string }>(sql`select status from turns where kind = 'user'`);
     expect(turns.map((t) => t.status)).toEqual(['ok']);
   }, 40_000);
+
+  it('a turn that had answered when the database went away sends that answer, and does not ask the model again', async () => {
+    // The reply's row in the ledger cannot be written once (as if the database went away between the answer and it);
+    // a sequence counts the tries, since the failed statement's own writes are rolled back.
+    await h.query(sql`create sequence if not exists blip_tries`);
+    await h.query(sql`create or replace function blip_outbound() returns trigger language plpgsql as $$
+      begin
+        if new.text like 'answer %' and nextval('blip_tries') = 1 then
+          raise exception 'terminating connection due to administrator command' using errcode = '57P01';
+        end if;
+        return new;
+      end $$`);
+    await h.query(sql`create trigger blip_outbound before insert on outbound_messages for each row execute function blip_outbound()`);
+    try {
+      let calls = 0;
+      h.fake.setDefault((req) => ({ text: `answer ${++calls}: ${req.lastUserText}` }));
+      const before = h.chat.sent.length;
+      await h.chat.inject({ text: 'still there' });
+      await h.chat.waitForSent(before + 1, 20_000);
+      await h.app.waitForIdle('testy:chat:u1');
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['answer 1: still there']);
+      expect(calls).toBe(1);
+    } finally {
+      await h.query(sql`drop trigger blip_outbound on outbound_messages`);
+    }
+  }, 40_000);
 });

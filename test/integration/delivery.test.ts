@@ -114,6 +114,21 @@ describe('the outbound ledger', () => {
     expect(h.chat.sent.map((m) => m.text)).toEqual(['message abandoned']);
   });
 
+  it('a message settled again by its turn (after a restart) waits behind an earlier open message of its chat', async () => {
+    // An earlier message of the chat, being sent by a live process (this one's session), and a later one pending.
+    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
+                      values ('earlier', 'chat', 'u1', 'message earlier', 'sending', now(), ${h.app.database.applicationName})`);
+    await h.query(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status) values ('later', 'chat', 'u1', 'message later', 'pending')`);
+    // The later one's turn resumes and settles it: it is not sent ahead of the earlier one.
+    expect(await h.app.delivery.deliver(draft('later'))).toEqual({ status: 'queued' });
+    await new Promise((r) => setTimeout(r, 500));
+    expect(h.chat.sent).toHaveLength(0);
+    // Once the earlier one is sent, the outbox sends the later one.
+    await h.query(sql`update outbound_messages set status = 'sent', sent_at = now() where dedupe_key = 'earlier'`);
+    await h.chat.waitForSent(1);
+    expect(h.chat.sent.map((m) => m.text)).toEqual(['message later']);
+  });
+
   it('queues for a connector running in another process, which sends it', async () => {
     const peer = await h.startPeer({ connectors: () => [], worker: false });
     expect(await peer.delivery.deliver({ ...draft('from-peer'), conversationId: 'testy:chat:u1' })).toEqual({ status: 'queued' });
