@@ -400,8 +400,10 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   }
   const known = (text: string) =>
     /^echo: /.test(text) || /^done \w+: /.test(text) || /^set \w+$/.test(text) || /^reminder \w+$/.test(text) || /\bmark\b/.test(text) ||
-    // A click's answer, where the platform shows one as a message (Discord).
-    /^(Allow once|Always allow|Deny): noted\.$/.test(text);
+    // A click's answer, where the platform shows one as a message (Discord): noted, or too late (the question
+    // expired when the process waiting on it was killed).
+    /^(Allow once|Always allow|Deny): noted\.$/.test(text) ||
+    text === 'This question has expired.';
   for (const { platform, person, message } of allMessages) {
     if (INTERNAL.some((re) => re.test(message.text))) report.internalText.push(`${platform} ${person}: ${message.text.slice(0, 300)}`);
     else if (!known(message.text)) report.unexpected.push(`${platform} ${person}: ${message.text.slice(0, 300)}`);
