@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { connectorForChat, type Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
-import { getConversation, ensureConversation, setConversationActiveTools } from '#src/db/conversations.ts';
+import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { databaseUnavailable } from '#src/db/unavailable.ts';
 import { claimArrivedMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
 import { outboundForTurn, outboundRowByKey, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
@@ -12,8 +12,8 @@ import type { ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolCatalog } from '#src/tools/catalog.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
-import { originTarget, primaryTarget, turnChat } from '#src/tools/targets.ts';
-import type { SchedulingApi, ToolContext } from '#src/tools/types.ts';
+import { primaryTarget } from '#src/tools/targets.ts';
+import type { SchedulingApi } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from './history.ts';
 import type { SummaryRequest } from './history-window.ts';
@@ -22,6 +22,7 @@ import { runAgentLoop, type LoopResult } from './loop.ts';
 import { createReplyStream, type ReplyStream } from './reply-stream.ts';
 import { answeredBeforeCrash, rerunInterruptedCalls } from './resume.ts';
 import { stripInternalText } from './visible-text.ts';
+import { turnToolContext } from './turn-context.ts';
 import { buildSystemPrompt } from './prompt.ts';
 import { answersInText, backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 import type { Subagents } from '#src/subagents/service.ts';
@@ -294,73 +295,21 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       if (outsider && isPersonaPerson(persona, origin?.sender)) origin = { ...data.origin, sender: outsider };
     };
     await actAsReaders();
-    const ctx: ToolContext = {
-      persona,
-      conversationId: data.conversationId,
+    const ctx = turnToolContext(deps, {
+      data,
       turnId,
-      kind: data.kind,
-      get origin() {
-        return origin;
-      },
+      persona,
+      owner,
+      origin: () => origin,
       signal,
       log,
-      maskSecrets: Object.values(owner.secrets),
+      tools: turnTools,
       deliver: (target, text, options) =>
         deliverTo(target, turnId, options?.dedupe ?? `send:${target.connector}:${target.chat}:${hash(text + (options?.files ?? []).join('\n'))}`, text, data.conversationId, {
           replyTo: target.replyTo,
           files: options?.files,
         }),
-      connectorIds: deps.knownConnectors,
-      remoteMethod: (request) => {
-        if (!deps.questions) throw new Error('asking a person is not available here');
-        const destination = turnChat(data.kind, data.origin, persona);
-        return deps.questions.remoteMethod({ ...ctx, signal: request.signal ?? ctx.signal }, request, destination);
-      },
-      askUser: (request) => {
-        if (!deps.questions) throw new Error('asking a person is not available here');
-        return deps.questions.ask(ctx, request);
-      },
-      get scheduling() {
-        return deps.scheduler?.forTurn({ persona, conversationId: data.conversationId, origin });
-      },
-      get personaMail() {
-        return deps.personaMail?.forTurn({ persona, data });
-      },
-      get subagents() {
-        return deps.subagents?.forTurn({ persona, conversationId: data.conversationId, turnId, kind: data.kind, origin });
-      },
-      tiers: {
-        search: (query, limit) => turnTools.search(query, limit),
-        count: () => turnTools.listed().length,
-        activate: async (name) => {
-          const result = turnTools.activate(name);
-          if (!('error' in result) && !result.already) await setConversationActiveTools(db, data.conversationId, turnTools.activeNames());
-          return result;
-        },
-      },
-      replyTarget: data.deliver ?? (data.origin && originTarget(data.origin)),
-      react: async (emoji, messageId) => {
-        const origin = data.origin;
-        const target = messageId ?? origin?.messageId;
-        if (!origin || !target) throw new Error('there is no message to react to in this turn');
-        const connector = deps.connectors.get(origin.connector);
-        if (connector && (!connector.react || !connector.capabilities.react)) throw new Error(`${origin.connector} does not support reactions`);
-        // Through the ledger, like a message: set once, by this process or by the one that runs the connector.
-        const result = await deps.delivery.deliver({
-          dedupeKey: `react:${turnId}:${target}:${emoji}`,
-          kind: 'reaction',
-          turnId,
-          conversationId: data.conversationId,
-          connector: origin.connector,
-          chat: origin.chat,
-          thread: origin.thread,
-          replyTo: target,
-          text: emoji,
-        });
-        if (result.status === 'failed') throw new Error(result.error ?? 'the reaction could not be set');
-        return result.status === 'queued' ? 'queued' : 'done';
-      },
-    };
+    });
     const system = buildSystemPrompt({
       persona,
       kind: data.kind,
