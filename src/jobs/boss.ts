@@ -32,6 +32,12 @@ export async function startJobSystem(
     connectionString: database.url,
     application_name: database.applicationName,
     max: options.poolSize ?? 10,
+    // pg-boss's own connections fetch, complete and fail jobs and keep its books: a commit there does not wait for the
+    // disk. A crash of Postgres loses at most its last moment, and never anything that a later ordinary commit (the
+    // inbound message, the ledger row before a send, the sent mark) depends on: the WAL is flushed in order. A job
+    // taken again after such a crash is a redelivery, which a turn already handles. Jobs are sent through Parlor's
+    // own connections, whose commits wait.
+    options: '-c synchronous_commit=off',
     schema: 'pgboss',
     // Schedules (cron, heartbeat) are looked at every few seconds, so an occurrence fires within seconds of its minute.
     cronMonitorIntervalSeconds: 5,
@@ -84,7 +90,7 @@ export async function startJobSystem(
       const id = await boss.send(QUEUES.turn, data as unknown as object, {
         singletonKey: data.conversationId,
         ...(sendOptions.id ? { id: sendOptions.id } : {}),
-        ...(tx ? { db: fromDrizzle(tx as never, sql) } : {}),
+        db: fromDrizzle(db as never, sql),
       });
       // pg-boss's own queue notification would wake every idle worker of every process; this one wakes one each.
       await notify(db, CHANNELS.turn);
@@ -96,7 +102,7 @@ export async function startJobSystem(
         // With postgres.js underneath, dates travel as ISO strings.
         ...(sendOptions.startAfter ? { startAfter: sendOptions.startAfter.toISOString() } : {}),
         ...(sendOptions.retentionSeconds ? { retentionSeconds: sendOptions.retentionSeconds } : {}),
-        ...(sendOptions.tx ? { db: fromDrizzle(sendOptions.tx as never, sql) } : {}),
+        db: fromDrizzle((sendOptions.tx ?? database.db) as never, sql),
       });
     },
     stop: async ({ timeoutMs = 5000 } = {}) => {
