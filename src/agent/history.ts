@@ -9,12 +9,13 @@ export interface HistoryBudget {
 
 export const DEFAULT_HISTORY_BUDGET: HistoryBudget = { maxMessages: 80, maxChars: 80_000 };
 
+/** What a call that never reported is answered with (see repairToolPairs). */
+export const INTERRUPTED_RESULT = 'interrupted: the turn stopped before this tool reported a result.';
+
 /**
  * Providers reject a tool call without its result, or a result without its call. A process that died between
  * the two leaves such a gap; it is filled with an explicit "interrupted" result, and stray results are dropped.
  */
-export const INTERRUPTED_RESULT = 'interrupted: the turn stopped before this tool reported a result.';
-
 export function repairToolPairs(messages: ChatMessage[]): ChatMessage[] {
   const out: ChatMessage[] = [];
   for (let i = 0; i < messages.length; i++) {
