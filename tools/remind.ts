@@ -196,9 +196,7 @@ async function addReminder(args: Args, ctx: ToolContext, scheduling: SchedulingA
   }
   if (args.name !== undefined && !NAME.test(args.name)) return 'error: name may hold letters, digits, _ . and -, and starts with a letter or digit';
 
-  // The call within its turn: some servers number their calls afresh in every response ("call_0").
-  const callId = ctx.callId === undefined ? undefined : `${ctx.turnId}/${ctx.callId}`;
-  const request = { prompt: args.prompt, dueAt, everySeconds: args.every_seconds, until, deliver, callId };
+  const request = { prompt: args.prompt, dueAt, everySeconds: args.every_seconds, until, deliver, callKey: ctx.callKey };
   let view: ReminderView;
   if (args.name !== undefined) {
     try {

@@ -22,9 +22,9 @@ export async function insertReminder(db: Queryable, row: NewReminder): Promise<R
   }
 }
 
-/** The reminder a tool call set (by the model's call id), whatever became of it since. */
-export async function reminderOfCall(db: Queryable, persona: string, callId: string): Promise<ReminderRow | undefined> {
-  const [row] = await db.select().from(reminders).where(and(eq(reminders.persona, persona), eq(reminders.callId, callId))).limit(1);
+/** The reminder a tool call set (by its key, ToolContext.callKey), whatever became of it since. */
+export async function reminderOfCall(db: Queryable, persona: string, callKey: string): Promise<ReminderRow | undefined> {
+  const [row] = await db.select().from(reminders).where(and(eq(reminders.persona, persona), eq(reminders.callId, callKey))).limit(1);
   return row;
 }
 

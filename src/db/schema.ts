@@ -334,7 +334,7 @@ export const reminders = pgTable(
     status: text('status').$type<'pending' | 'done' | 'cancelled'>().notNull().default('pending'),
     fires: integer('fires').notNull().default(0),
     lastFiredAt: timestamp('last_fired_at', { withTimezone: true }),
-    /** The tool call that set it (`<turn>/<the model's call id>`): the same call run again (a resumed turn) finds it. */
+    /** The key of the tool call that set it (ToolContext.callKey): the same call run again (a resumed turn) finds it. */
     callId: text('call_id'),
     createdAt: createdAt(),
   },

@@ -347,11 +347,11 @@ export function createScheduler(deps: {
           return { dueAt: row.dueAt, replaced: Boolean(replaced) };
         });
       },
-      async remind({ name, prompt, dueAt, everySeconds, until, deliver, callId }) {
+      async remind({ name, prompt, dueAt, everySeconds, until, deliver, callKey }) {
         const row = await db.transaction(async (tx) => {
           await lockPersonaReminders(tx, persona.name);
           // The same call run again (its turn resumed after a crash): what it set the first time, fired or not.
-          const earlier = callId === undefined ? undefined : await reminderOfCall(tx, persona.name, callId);
+          const earlier = callKey === undefined ? undefined : await reminderOfCall(tx, persona.name, callKey);
           if (earlier) return earlier;
           if ((await countPendingReminders(tx, persona.name)) >= REMINDER_LIMITS.maxPending) {
             throw new TooManyReminders(`${persona.name} has ${REMINDER_LIMITS.maxPending} pending reminders, the most it may have`);
@@ -371,7 +371,7 @@ export function createScheduler(deps: {
             dueAt,
             everySeconds: everySeconds ?? null,
             until: until ?? null,
-            callId: callId ?? null,
+            callId: callKey ?? null,
           });
           await scheduleFiring(tx, inserted);
           return inserted;

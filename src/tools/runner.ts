@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { Persona } from '#src/config/persona.ts';
 import type { ToolCall, ToolSpec } from '#src/llm/types.ts';
@@ -20,6 +21,11 @@ export function needsApproval(tool: Pick<Tool, 'name' | 'approval' | 'group' | '
 }
 
 /** Asks a human before a tool that needs approval runs. Resolves true to run it. */
+/** A call's own key (ToolContext.callKey): its turn, the model's id for it and a digest of its arguments. */
+function callKey(turnId: string, call: ToolCall): string {
+  return `${turnId}/${call.id}/${createHash('sha256').update(call.arguments).digest('base64url').slice(0, 16)}`;
+}
+
 export type ApprovalGate = (request: { tool: Tool; args: unknown; ctx: ToolContext }) => Promise<{ allowed: boolean; reason?: string }>;
 
 /**
@@ -96,7 +102,7 @@ export class ToolRunner {
       // The turn may have been stopped while the question was open.
       if (ctx.signal.aborted) return { content: `cancelled: the turn was stopped before ${tool.name} ran.` };
     }
-    return this.runWithTimeout(tool, args, ctx, call.id);
+    return this.runWithTimeout(tool, args, ctx, callKey(ctx.turnId, call));
   }
 
   private validatorFor(tool: Tool): ValidateFunction {
@@ -108,7 +114,7 @@ export class ToolRunner {
     return validate;
   }
 
-  private async runWithTimeout(tool: Tool, args: unknown, ctx: ToolContext, callId: string): Promise<ToolOutput> {
+  private async runWithTimeout(tool: Tool, args: unknown, ctx: ToolContext, key: string): Promise<ToolOutput> {
     const timeoutMs = tool.timeoutMs ?? DEFAULT_TOOL_TIMEOUT_MS;
     const controller = new AbortController();
     let onTurnAbort = () => {};
@@ -125,7 +131,7 @@ export class ToolRunner {
     };
     const callCtx: ToolContext = {
       ...ctx,
-      callId,
+      callKey: key,
       signal: controller.signal,
       remoteMethod: async (request) => {
         if (waitingOnPerson++ === 0) {

@@ -38,8 +38,11 @@ export interface ToolContext {
   react(emoji: string, messageId?: string): Promise<'done' | 'queued'>;
   /** The turn's search-tier tools (custom, MCP): found by tool_search, made callable by tool_activate. */
   tiers?: ToolTiersApi;
-  /** The model's id for this call; the same when a resumed turn runs a `resumable` call again. */
-  callId?: string;
+  /**
+   * This call as a key of its own: its turn, the model's id for it and its arguments (some servers number calls
+   * afresh in every response, "call_0"). The same when a resumed turn runs a `resumable` call again.
+   */
+  callKey?: string;
 }
 
 export interface ToolTiersApi {
@@ -104,8 +107,8 @@ export interface ReminderView {
 export interface SchedulingApi {
   /** Replaces this conversation's wake-up; `delayMs` 0 cancels it. */
   wakeup(request: { delayMs: number; message?: string; loop?: boolean }): Promise<{ dueAt?: Date; replaced: boolean }>;
-  /** `callId`: the reminder a call with this id set already is returned instead of a second one. */
-  remind(request: { name: string; prompt: string; dueAt: Date; everySeconds?: number; until?: Date; deliver?: DeliveryTarget; callId?: string }): Promise<ReminderView>;
+  /** `callKey`: the reminder the call with this key set already is returned instead of a second one. */
+  remind(request: { name: string; prompt: string; dueAt: Date; everySeconds?: number; until?: Date; deliver?: DeliveryTarget; callKey?: string }): Promise<ReminderView>;
   cancelReminder(name: string): Promise<boolean>;
   /** `onlyOwn`: the asker is not one of the persona's people, and sees only the reminders they set. */
   list(): Promise<{ schedules: ScheduleView[]; reminders: ReminderView[]; onlyOwn?: boolean }>;
@@ -154,8 +157,8 @@ export interface Tool<Args = any> {
   /** Exempt from the repeated-call guard (polling tools, say). */
   allowRepeat?: boolean;
   /**
-   * A call of it may be run again with the same `callId` to no further effect (what it does is keyed by the call
-   * id). A turn resumed after a crash runs such a call again, instead of telling the model it was interrupted
+   * A call of it may be run again with the same `callKey` to no further effect (what it does is keyed by the call).
+   * A turn resumed after a crash runs such a call again, instead of telling the model it was interrupted
    * (which leaves the model to guess whether it took effect, and often to do it twice).
    */
   resumable?(args: Args): boolean;

@@ -9,14 +9,14 @@ import { makePersona, makeToolContext } from '../support/persona.ts';
 
 // A turn resumed after a crash ends on calls that never reported. A call its tool can run again to no effect is run
 // again with the same call id; any other keeps the "interrupted" result (running it again could do it twice).
-const runs: { tool: string; callId?: string }[] = [];
+const runs: { tool: string; callKey?: string }[] = [];
 const tool = (name: string, resumable?: Tool['resumable']): Tool => ({
   name,
   description: name,
   parameters: { type: 'object', properties: { action: { type: 'string' } } },
   ...(resumable ? { resumable } : {}),
   run: async (_args, ctx) => {
-    runs.push({ tool: name, callId: ctx.callId });
+    runs.push({ tool: name, callKey: ctx.callKey });
     return `${name} done`;
   },
 });
@@ -39,7 +39,7 @@ describe('a resumed turn', () => {
     const stored: ChatMessage[] = [];
     const ctx = makeToolContext({ persona: makePersona({ tools: { approve: [] } }), kind: 'user' });
     await rerunInterruptedCalls(history, { tools: runner, offered: [keyed, plain], ctx, store: async (m) => void stored.push(m), log: pino({ level: 'silent' }) });
-    expect(runs).toEqual([{ tool: 'keyed', callId: 'c1' }]);
+    expect(runs).toEqual([{ tool: 'keyed', callKey: expect.stringMatching(/^turn-test\/c1\/[\w-]{16}$/) }]);
     expect(stored).toEqual([{ role: 'tool', toolCallId: 'c1', name: 'keyed', content: 'keyed done' }]);
     expect(history.slice(2).map((m) => m.content)).toEqual(['keyed done', INTERRUPTED_RESULT, INTERRUPTED_RESULT]);
   });

@@ -69,10 +69,10 @@ beforeEach(async () => {
 describe('remind', () => {
   it('the same tool call run again (a turn resumed after a crash) sets nothing more, fired or not', async () => {
     const api = scheduling();
-    const first = await api.remind({ name: 'again', prompt: 'stand up', dueAt: new Date(Date.now() + 1000), callId: 'turn-1/call_0' });
+    const first = await api.remind({ name: 'again', prompt: 'stand up', dueAt: new Date(Date.now() + 1000), callKey: 'turn-1/call_0/abc' });
     await waitForFired(1);
     // Run again after it fired, asking for another name: the reminder the call set is the answer, and nothing fires.
-    const again = await api.remind({ name: 'again-2', prompt: 'stand up', dueAt: new Date(Date.now() + 1000), callId: 'turn-1/call_0' });
+    const again = await api.remind({ name: 'again-2', prompt: 'stand up', dueAt: new Date(Date.now() + 1000), callKey: 'turn-1/call_0/abc' });
     expect(again.name).toBe(first.name);
     await sleep(2000);
     expect(fired()).toHaveLength(1);
@@ -89,7 +89,17 @@ describe('remind', () => {
       expect(said.text).toMatch(new RegExp(`^tool said: reminder "numbered-${n}" set`));
     }
     const rows = await h.query<{ call_id: string }>(sql`select call_id from reminders where name like 'numbered-%' order by name`);
-    expect(rows.map((r) => r.call_id)).toEqual([expect.stringMatching(/^[0-9a-f-]{36}\/call_0$/), expect.stringMatching(/^[0-9a-f-]{36}\/call_0$/)]);
+    expect(rows.map((r) => r.call_id)).toEqual([expect.stringMatching(/^[0-9a-f-]{36}\/call_0\//), expect.stringMatching(/^[0-9a-f-]{36}\/call_0\//)]);
+  });
+
+  it('the same call id in two responses of one turn sets two reminders', async () => {
+    const call = (n: number) => ({ toolCalls: [{ id: 'call_0', name: 'remind', arguments: { action: 'remind', name: `step-${n}`, prompt: 'x', in_seconds: 3600 } }] });
+    h.fake.script(call(1), call(2), { text: 'both set' });
+    const before = h.chat.sent.length;
+    await h.chat.inject({ text: 'please remind twice', chat: { id: 'u1', type: 'dm' }, sender: { id: 'u1', name: 'Ana' } });
+    await h.chat.waitForSent(before + 1);
+    const rows = await h.query<{ name: string }>(sql`select name from reminders where name like 'step-%' order by name`);
+    expect(rows.map((r) => r.name)).toEqual(['step-1', 'step-2']);
   });
 
   it('a reminder 2 s ahead fires once, in the chat that asked, through reply_to_origin', async () => {
