@@ -4,7 +4,7 @@ import { connectorForChat, type Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
-import { databaseUnavailable } from '#src/db/unavailable.ts';
+import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
 import { claimArrivedMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
 import { outboundForTurn, outboundRowByKey, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
@@ -89,6 +89,17 @@ export class TurnInterrupted extends Error {
   override name = 'TurnInterrupted';
 }
 
+/** The database went away during a turn's run (a restart, a dropped connection): the run stops where it is. */
+class DatabaseAway extends Error {
+  override name = 'DatabaseAway';
+}
+
+/**
+ * How long a turn whose database went away waits for it to answer again before giving its job back to the queue:
+ * less than the job's heartbeat (30 s), so the queue never takes the job from a process still waiting with it.
+ */
+const DATABASE_WAIT_MS = 20_000;
+
 const SHUTDOWN = 'shutdown';
 const TYPING_REFRESH_MS = 4000;
 
@@ -111,10 +122,10 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
 
-  async function begin(job: TurnJob, persona: Persona): Promise<StartedTurn | undefined> {
+  /** `again`: the job ran before (redelivered, or run again after the database was away), so it may have a turn. */
+  async function begin(job: TurnJob, persona: Persona, again: boolean): Promise<StartedTurn | undefined> {
     const { data } = job;
-    // Only a redelivered job can have a turn already.
-    const existing = job.retryCount ? await getTurnByJob(db, job.id) : undefined;
+    const existing = again ? await getTurnByJob(db, job.id) : undefined;
     if (existing) {
       if (existing.status !== 'running') return undefined;
       // The job was redelivered after a crash. A reply in the ledger means the loop had finished: only its delivery
@@ -187,7 +198,27 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       log.error({ persona: data.persona }, 'turn for an unknown persona dropped');
       return;
     }
-    const started = await begin(job, persona);
+    // The database went away for a moment (a restart): once it answers again the turn carries on where it stopped,
+    // here and under the same job, instead of ending with an apology and the person's message unanswered. Giving the
+    // job back to its queue at once would need the database too: while it is away that fails, and the job would wait
+    // for its heartbeat to run out (half a minute and more) before anyone ran it again.
+    for (let again = !!job.retryCount; ; again = true) {
+      try {
+        return await runOnce(job, persona, again, log);
+      } catch (err) {
+        if (!(err instanceof DatabaseAway)) throw err;
+        log.warn({ err: err.message }, 'the database went away during the turn; it carries on when it is back');
+        const back = await waitForDatabase(deps.database.sql, { withinMs: DATABASE_WAIT_MS, stop: () => stopping || !!job.signal?.aborted });
+        if (!back) throw new TurnInterrupted('the database was away');
+      }
+    }
+  }
+
+  async function runOnce(job: TurnJob, persona: Persona, again: boolean, log: Logger): Promise<void> {
+    const { data } = job;
+    const started = await begin(job, persona, again).catch((err: unknown) => {
+      throw databaseUnavailable(err) ? new DatabaseAway(err instanceof Error ? err.message : String(err)) : err;
+    });
     if (!started) return;
     const { turnId } = started;
     const turnLog = log.child({ turn: turnId });
@@ -213,12 +244,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       await conclude(job, persona, turnId, result, started.replyTo, turnLog, stream);
     } catch (err) {
       if (err instanceof TurnInterrupted) throw err;
-      // The database was away for a moment (a restart): the job goes back to its queue and the turn carries on
-      // where it stopped once it is back, instead of ending with an apology and the person's message unanswered.
-      if (databaseUnavailable(err)) {
-        turnLog.warn({ err: err instanceof Error ? err.message : String(err) }, 'the database went away during the turn; it carries on when it is back');
-        throw new TurnInterrupted('the database was away');
-      }
+      if (databaseUnavailable(err)) throw new DatabaseAway(err instanceof Error ? err.message : String(err));
       turnLog.error({ err }, 'turn crashed');
       await finishTurn(bookkeeping, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
       const sorry = 'Sorry, something went wrong on my side and I could not finish that. Please try again.';

@@ -15,3 +15,30 @@ export function databaseUnavailable(err: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * Waits until the database answers again (a restart has ended), asking every few hundred milliseconds: true once it
+ * does, false when `withinMs` has passed, `stop()` says to give up, or an error says something else is wrong. Each
+ * try is bounded too: a server that does not answer at all would hold a connection attempt for its whole timeout.
+ */
+export async function waitForDatabase(sql: { (strings: TemplateStringsArray): PromiseLike<unknown> }, options: { withinMs: number; stop?: () => boolean }): Promise<boolean> {
+  const until = Date.now() + options.withinMs;
+  for (let pause = 100; ; pause = Math.min(pause * 2, 1000)) {
+    if (options.stop?.()) return false;
+    const left = until - Date.now();
+    if (left <= 0) return false;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      const answered = await Promise.race([
+        Promise.resolve(sql`select 1`).then(() => true),
+        new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.min(left, 5000)))),
+      ]);
+      if (answered) return true;
+    } catch (err) {
+      if (!databaseUnavailable(err)) return false;
+    } finally {
+      clearTimeout(timer);
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, until - Date.now()))));
+  }
+}

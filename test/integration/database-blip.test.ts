@@ -31,6 +31,38 @@ describe('the database going away during a turn', () => {
     expect(turns.map((t) => t.status)).toEqual(['ok']);
   }, 40_000);
 
+  it('the turn carries on within seconds even when the queue cannot take its job back meanwhile (as while Postgres restarts)', async () => {
+    // A Postgres restart drops every connection and refuses new ones for a while: a turn that gave its job back to the
+    // queue at once found the queue's connections gone too, and the job waited for its heartbeat to run out (half a
+    // minute and more) before anyone ran it. Here the queue cannot take the job back at all; the turn must not need it.
+    await h.query(sql`create or replace function blip_turn_job() returns trigger language plpgsql as $$
+      begin
+        if old.name = 'turn' and old.state = 'active' then
+          raise exception 'terminating connection due to administrator command' using errcode = '57P01';
+        end if;
+        return old;
+      end $$`);
+    await h.query(sql`create trigger blip_turn_job before delete on pgboss.job for each row execute function blip_turn_job()`);
+    try {
+      let cut = false;
+      h.fake.setDefault(async (req) => {
+        if (!cut) {
+          cut = true;
+          await h.query(sql`select pg_terminate_backend(pid) from pg_stat_activity
+            where application_name like 'parlor:%' and datname = current_database() and pid <> pg_backend_pid()`);
+        }
+        return { text: `back: ${req.lastUserText}` };
+      });
+      const before = h.chat.sent.length;
+      await h.chat.inject({ text: 'hello again' });
+      await h.chat.waitForSent(before + 1, 10_000);
+      await h.app.waitForIdle('testy:chat:u1');
+      expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['back: hello again']);
+    } finally {
+      await h.query(sql`drop trigger blip_turn_job on pgboss.job`);
+    }
+  }, 40_000);
+
   it('a turn that had answered when the database went away sends that answer, and does not ask the model again', async () => {
     // The reply's row in the ledger cannot be written once (as if the database went away between the answer and it);
     // a sequence counts the tries, since the failed statement's own writes are rolled back.
