@@ -1,6 +1,5 @@
 import type { Queryable } from '#src/db/client.ts';
-import { getConversationSummary } from '#src/db/conversation-summaries.ts';
-import { recentMessages } from '#src/db/messages.ts';
+import { historySince } from '#src/db/messages.ts';
 import type { ChatMessage } from '#src/llm/types.ts';
 import { fitWindow, messageSize, repairToolPairs, type HistoryBudget } from './history.ts';
 
@@ -96,12 +95,9 @@ export interface HistoryWindow {
  * cost is bounded however long the conversation is, and a turn never waits for a summary to be written.
  */
 export async function loadHistoryWindow(db: Queryable, conversationId: string, afterId: number, budget: HistoryBudget): Promise<HistoryWindow> {
-  const stored = await getConversationSummary(db, conversationId);
-  // A summary from before /new is not this conversation's any more.
-  const summary = stored && stored.throughMessageId > afterId ? stored : undefined;
-  const from = summary?.throughMessageId ?? afterId;
   const room = { maxChars: Math.floor(budget.maxChars * (1 - SUMMARY_SHARE)), maxMessages: budget.maxMessages - 1 };
-  const rows = await recentMessages(db, conversationId, { afterId: from, limit: budget.maxMessages * WALK_ROWS });
+  const { summary, rows } = await historySince(db, conversationId, { afterId, limit: budget.maxMessages * WALK_ROWS });
+  const from = summary?.throughMessageId ?? afterId;
   const plan = planWindow(rows, room);
   const window = fitWindow(repairToolPairs(plan.rows.map((r) => r.message)), room.maxChars);
   const note: ChatMessage[] = summary ? [{ role: 'user', content: `${SUMMARY_NOTE}\n${summary.summary}` }] : [];

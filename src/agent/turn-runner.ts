@@ -82,6 +82,8 @@ interface StartedTurn {
   replyTo?: string;
   conversation: ConversationState;
   resumed: boolean;
+  /** Whether the messages it read first may carry files still being fetched (it waits for them before it reads). */
+  files: boolean;
 }
 
 /** Thrown when a turn was interrupted by shutdown: the job is released and retried, not recorded as failed. */
@@ -152,6 +154,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         replyTo: data.origin?.chatType === 'group' ? data.origin.messageId : undefined,
         conversation: { historyAfterId: conversation?.historyAfterId ?? 0, thinking: conversation?.thinking ?? false, activeTools: conversation?.activeTools ?? [] },
         resumed: true,
+        files: data.kind === 'user',
       };
     }
     const turnId = randomUUID();
@@ -170,7 +173,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       if (claimed.length === 0) return undefined;
       // In a group the answer quotes the message it answers; in a DM it needs no quote.
       const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
-      return { turnId, replyTo, conversation, resumed: false };
+      const files = claimed.some(({ message }) => message.role === 'user' && !!message.attachments?.length);
+      return { turnId, replyTo, conversation, resumed: false, files };
     }
     return bookkeeping.transaction(async (tx): Promise<StartedTurn> => {
       const conversation = await ensureConversation(tx, {
@@ -186,7 +190,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         turnId,
         message: { role: 'user', content: backgroundPrompt(data.kind, data.prompt) },
       });
-      return { turnId, conversation, resumed: false };
+      return { turnId, conversation, resumed: false, files: false };
     });
   }
 
@@ -296,7 +300,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   async function execute(job: TurnJob, persona: Persona, started: StartedTurn, signal: AbortSignal, log: Logger, stream?: ReplyStream): Promise<LoopResult> {
     const { data } = job;
     const { turnId, conversation } = started;
-    if (data.kind === 'user') await deps.awaitDownloads?.(data.conversationId, turnId, signal);
+    if (started.files) await deps.awaitDownloads?.(data.conversationId, turnId, signal);
     const history = await loadTurnHistory({ db, summaries: deps.summaries, log }, persona, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
     const answered = started.resumed && answersInText(data.kind, data.origin) ? answeredBeforeCrash(history) : undefined;
     if (answered !== undefined) {

@@ -6,7 +6,6 @@ export type ConversationSummaryRow = typeof conversationSummaries.$inferSelect;
 const readSummary = rowReader(conversationSummaries);
 
 export async function getConversationSummary(db: Queryable, conversationId: string): Promise<ConversationSummaryRow | undefined> {
-  // Every turn reads it: written for postgres.js directly (see clientOf).
   const [row] = await clientOf(db)<Record<string, unknown>[]>`select * from conversation_summaries where conversation_id = ${conversationId}`;
   return row && readSummary(row);
 }

@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { lt } from 'drizzle-orm';
+import type { ChatMessage } from '#src/llm/types.ts';
+import { CHANNELS } from './channels.ts';
 import { clientOf, type Queryable } from './client.ts';
 import { inboundEvents } from './schema.ts';
 
@@ -22,4 +24,53 @@ export async function recordInboundEvent(db: Queryable, connector: string, exter
 
 export async function pruneInboundEvents(db: Queryable, olderThan: Date): Promise<void> {
   await db.delete(inboundEvents).where(lt(inboundEvents.receivedAt, olderThan));
+}
+
+export type StoredInbound = 'stored' | 'duplicate' | 'question open';
+
+/**
+ * A message for a turn, written in one statement: the event recorded (its first delivery only), the conversation
+ * marked active (created if need be), the message stored waiting for a turn, and the turn workers woken (at commit).
+ * The turn's job is the caller's to enqueue in the same transaction. With `unlessQuestionIn`, nothing is written when
+ * a question is open in that chat (the message may be its answer, see the questions module): 'question open'.
+ */
+export async function storeInboundMessage(
+  tx: Queryable,
+  row: {
+    connector: string;
+    externalId: string;
+    conversation: { id: string; persona: string; chat: string; thread?: string };
+    message: ChatMessage;
+    sender: string;
+    messageId?: string;
+    unlessQuestionIn?: { thread?: string; conversationId?: string };
+  },
+): Promise<StoredInbound> {
+  const c = row.conversation;
+  const guard = row.unlessQuestionIn;
+  // The question's condition is openQuestionInChat's (src/db/questions.ts).
+  const [result] = await clientOf(tx)<{ question_open: boolean; fresh: boolean }[]>`
+    with open_question as (
+      select 1 from questions
+      where ${guard !== undefined} and status = 'pending' and connector = ${row.connector} and chat = ${c.chat} and expires_at > now()
+        and (thread is not distinct from ${guard?.thread ?? null}::text or conversation_id = ${guard?.conversationId ?? null}::text)
+      limit 1
+    ), event as (
+      insert into inbound_events (connector, external_id)
+      select ${row.connector}, ${inboundEventKey(row.externalId)} where not exists (select 1 from open_question)
+      on conflict do nothing returning 1
+    ), conversation as (
+      insert into conversations (id, persona, connector, chat, thread)
+      select ${c.id}, ${c.persona}, ${row.connector}, ${c.chat}, ${c.thread ?? null} where exists (select 1 from event)
+      on conflict (id) do update set last_activity_at = now()
+      returning id
+    ), message as (
+      insert into messages (conversation_id, turn_id, role, content, sender, external_id)
+      select id, null, ${row.message.role}, ${JSON.stringify(row.message)}, ${row.sender}, ${row.messageId ?? null} from conversation
+      returning id
+    )
+    select exists (select 1 from open_question) as question_open, exists (select 1 from event) as fresh,
+      (select count(pg_notify(${CHANNELS.turn}, '')) from message) as notified`;
+  if (result.question_open) return 'question open';
+  return result.fresh ? 'stored' : 'duplicate';
 }

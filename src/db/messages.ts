@@ -74,6 +74,39 @@ export async function recentMessages(
     .map((r) => ({ id: Number(r.seq), message: r.content }));
 }
 
+/**
+ * A turn's history in one statement: the conversation's summary when it reaches past `afterId` (a summary from before
+ * /new is not this conversation's any more), and its newest `limit` messages after where that summary ends (or after
+ * `afterId` without one), oldest first.
+ */
+export async function historySince(
+  db: Queryable,
+  conversationId: string,
+  options: { afterId: number; limit: number },
+): Promise<{ summary?: { summary: string; throughMessageId: number }; rows: { id: number; message: ChatMessage }[] }> {
+  const rows = await clientOf(db)<{ seq: string | null; content: ChatMessage | null; summary: string | null; through: number | null }[]>`
+    with s as (
+      select summary, through_message_id from conversation_summaries
+      where conversation_id = ${conversationId} and through_message_id > ${options.afterId}
+    )
+    select m.seq, m.content, s.summary, s.through_message_id as through
+    from (select 1) as one
+    left join s on true
+    left join lateral (
+      select seq, content from messages
+      where conversation_id = ${conversationId} and seq > coalesce(s.through_message_id, ${options.afterId}) and turn_id is not null
+      order by seq desc limit ${options.limit}
+    ) m on true`;
+  const first = rows[0];
+  return {
+    summary: first?.summary != null && first.through != null ? { summary: first.summary, throughMessageId: Number(first.through) } : undefined,
+    rows: rows
+      .filter((r) => r.seq !== null)
+      .reverse()
+      .map((r) => ({ id: Number(r.seq), message: r.content as ChatMessage })),
+  };
+}
+
 /** A skipped background turn leaves no trace in the transcript. */
 export async function deleteTurnMessages(db: Queryable, turnId: string): Promise<void> {
   await db.delete(messages).where(eq(messages.turnId, turnId));

@@ -5,7 +5,7 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Database, Queryable } from '#src/db/client.ts';
 import { conversationOfThread } from '#src/db/conversation-threads.ts';
 import { ensureConversation } from '#src/db/conversations.ts';
-import { recordInboundEvent } from '#src/db/inbound-events.ts';
+import { recordInboundEvent, storeInboundMessage } from '#src/db/inbound-events.ts';
 import { insertMessage } from '#src/db/messages.ts';
 import { sentMessageText } from '#src/db/outbound-messages.ts';
 import { claimSenderNotice } from '#src/db/sender-notices.ts';
@@ -168,46 +168,41 @@ export function createIngress(deps: IngressDeps) {
       return { status: 'command', conversationId };
     }
 
-    if (deps.questions && event.kind === 'message') {
-      // A reply in a chat with an open question may be its answer.
-      const answered = await deps.questions.answerTyped(event, deps.connectors?.get(event.connector)?.capabilities.buttons ?? true, openedThread);
-      if (answered) return answered;
-    }
     // Files are fetched once the message is committed (see below), never while the platform waits for an answer.
     const attachments = downloads.prepare(event.connector, event.attachments ?? []);
-    const queued = await onFirstDelivery(db, event, async (tx) => {
-      await ensureConversation(tx, {
-        id: conversationId,
-        persona: persona.name,
-        connector: event.connector,
-        chat: event.chat.id,
-        thread: event.chat.thread,
+    const origin = {
+      connector: event.connector,
+      chat: event.chat.id,
+      thread: event.chat.thread,
+      messageId: event.messageId,
+      chatType: event.chat.type,
+      sender: `${event.connector}:${event.sender.id}`,
+      ...(event.trusted ? { trusted: true } : {}),
+    };
+    // The message, its event and its turn's job in one transaction of two statements.
+    const store = (unlessQuestionIn?: { thread?: string; conversationId?: string }) =>
+      db.transaction(async (tx) => {
+        const stored = await storeInboundMessage(tx, {
+          connector: event.connector,
+          externalId: event.externalId,
+          conversation: { id: conversationId, persona: persona.name, chat: event.chat.id, thread: event.chat.thread },
+          message: inboundUserMessage(event, attachments),
+          sender: origin.sender,
+          messageId: event.messageId,
+          unlessQuestionIn,
+        });
+        if (stored === 'stored') await deps.jobs.enqueueTurn({ conversationId, persona: persona.name, kind: 'user', origin }, tx, { woken: true });
+        return stored;
       });
-      await insertMessage(tx, {
-        conversationId,
-        message: inboundUserMessage(event, attachments),
-        sender: `${event.connector}:${event.sender.id}`,
-        externalId: event.messageId,
-      });
-      await deps.jobs.enqueueTurn(
-        {
-          conversationId,
-          persona: persona.name,
-          kind: 'user',
-          origin: {
-            connector: event.connector,
-            chat: event.chat.id,
-            thread: event.chat.thread,
-            messageId: event.messageId,
-            chatType: event.chat.type,
-            sender: `${event.connector}:${event.sender.id}`,
-            ...(event.trusted ? { trusted: true } : {}),
-          },
-        },
-        tx,
-      );
-      return true;
-    });
+    const mayAnswer = !!deps.questions && event.kind === 'message';
+    let stored = await store(mayAnswer ? { thread: event.chat.thread, conversationId: openedThread } : undefined);
+    if (stored === 'question open') {
+      // A reply in a chat with an open question may be its answer.
+      const answered = await deps.questions!.answerTyped(event, deps.connectors?.get(event.connector)?.capabilities.buttons ?? true, openedThread);
+      if (answered) return answered;
+      stored = await store();
+    }
+    const queued = stored === 'stored';
     if (!queued) return { status: 'duplicate', conversationId };
     downloads.start(conversationId, persona, event.connector, attachments);
     log.debug({ conversation: conversationId }, 'message queued');

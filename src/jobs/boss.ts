@@ -15,9 +15,10 @@ export interface JobSystem {
   boss: PgBoss;
   /**
    * Enqueues a turn; with `tx`, inside that transaction (committed with the message that caused it). Workers
-   * hear of it on the turn channel when it commits, instead of at their next poll.
+   * hear of it on the turn channel when it commits, instead of at their next poll (`woken`: the caller's own
+   * statements notified the channel already).
    */
-  enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string }): Promise<string | null>;
+  enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string; woken?: boolean }): Promise<string | null>;
   /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
   send(queue: string, data: object, options: { tx?: Queryable; id?: string; startAfter?: Date; retentionSeconds?: number }): Promise<string | null>;
   stop(options?: { timeoutMs?: number }): Promise<void>;
@@ -93,7 +94,7 @@ export async function startJobSystem(
         db: fromDrizzle(db as never, sql),
       });
       // pg-boss's own queue notification would wake every idle worker of every process; this one wakes one each.
-      await notify(db, CHANNELS.turn);
+      if (!sendOptions.woken) await notify(db, CHANNELS.turn);
       return id;
     },
     send(queue, data, sendOptions) {
