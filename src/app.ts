@@ -70,6 +70,8 @@ export interface AppOptions {
   exclusiveCheckMs?: number;
   /** How often messages left 'sending' by a dead process are looked for (tests). */
   outboxSweepMs?: number;
+  /** How long a turn runs before "typing…" is shown (tests). */
+  typingAfterMs?: number;
   questionSweepMs?: number;
   /** How often a waiting ask_persona looks for its reply besides the notification (tests). */
   personaAskRecheckMs?: number;
@@ -292,6 +294,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       personaMail,
       userModel: (persona, user) => memoryStore.userModel(persona, user),
       summaries: summaries.request,
+      typingAfterMs: options.typingAfterMs,
     });
     const commands = createCommandHandler({
       db: database.db,

@@ -61,6 +61,8 @@ export interface TurnRunnerDeps {
   userModel?: (persona: string, user: string) => Promise<UserModelEntry[]>;
   /** Asks for what leaves the history window to be summarised; without it the window moves on without a summary. */
   summaries?: SummaryRequest;
+  /** How long a turn runs before "typing…" is shown (default 250 ms). */
+  typingAfterMs?: number;
 }
 
 export interface TurnJob {
@@ -104,6 +106,7 @@ const DATABASE_WAIT_MS = 20_000;
 
 const SHUTDOWN = 'shutdown';
 const TYPING_REFRESH_MS = 4000;
+const TYPING_AFTER_MS = 250;
 
 export interface TurnRunner {
   run(job: TurnJob): Promise<void>;
@@ -534,9 +537,17 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const connector = deps.connectors.get(origin.connector);
     if (connector && (!connector.typing || !connector.capabilities.typing)) return () => {};
     const tick = () => void deps.delivery.typing({ connector: origin.connector, chat: origin.chat, thread: origin.thread }).catch(() => {});
-    tick();
-    const timer = setInterval(tick, TYPING_REFRESH_MS);
-    return () => clearInterval(timer);
+    // Shown once the turn has taken a noticeable moment (Telegram's advice for its chat action): an answer that comes
+    // at once needs none, and the platform is asked nothing.
+    let refresh: NodeJS.Timeout | undefined;
+    const first = setTimeout(() => {
+      tick();
+      refresh = setInterval(tick, TYPING_REFRESH_MS);
+    }, deps.typingAfterMs ?? TYPING_AFTER_MS);
+    return () => {
+      clearTimeout(first);
+      clearInterval(refresh);
+    };
   }
 
   return {

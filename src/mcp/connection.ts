@@ -3,6 +3,7 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { scrubSecrets } from '#src/tools/scrub.ts';
+import { settleWithin } from './settle.ts';
 import { formatToolResult } from './tool-shape.ts';
 import { isResponseTooLarge, MAX_HTTP_RESPONSE_BYTES, openTransport, type OpenedTransport, type ServerTarget } from './transport.ts';
 
@@ -310,18 +311,4 @@ function describeError(err: unknown): string {
 
 function formatSeconds(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000} s` : `${(ms / 1000).toFixed(1)} s`;
-}
-
-/** Resolves when `promise` settles, `ms` pass or `signal` aborts, whichever is first. */
-export function settleWithin(promise: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-    promise.then(done, done);
-  });
 }

@@ -6,7 +6,8 @@ import pino, { type Logger } from 'pino';
 import type { Persona } from '#src/config/persona.ts';
 import type { Tool, ToolContext, ToolProvider } from '#src/tools/types.ts';
 import { createMcpFileReader, resolveSecrets, type McpServerEntry, type SecretSource } from './config.ts';
-import { McpConnection, settleWithin, type ConnectionTimings, type ListedTool } from './connection.ts';
+import type { ConnectionTimings, ListedTool, McpConnection } from './connection.ts';
+import { settleWithin } from './settle.ts';
 import type { McpServerStatus, McpStatus } from './status.ts';
 import { distinctToolName, listNames, parlorToolName, toolParameters } from './tool-shape.ts';
 import type { ServerTarget } from './transport.ts';
@@ -83,6 +84,12 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
   const slots = new Map<string, Slot>();
   const personas = new Map<string, Persona>();
   let closed = false;
+  // The MCP SDK is loaded when a persona first has a server to connect to: without one it costs nothing.
+  let connections: typeof import('./connection.ts') | undefined;
+  async function loadConnections(persona: Persona): Promise<void> {
+    if (connections || (load(options.globalFile).servers.length === 0 && load(personaFile(persona)).servers.length === 0)) return;
+    connections = await import('./connection.ts');
+  }
 
   const personaFile = (persona: Persona) => path.join(persona.dir, 'mcp.jsonc');
 
@@ -137,7 +144,7 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
       }
     }
     const fingerprint = target && createHash('sha256').update(JSON.stringify(target)).digest('hex');
-    if (existing && existing.fingerprint === fingerprint && existing.connection?.state !== 'closed') {
+    if (existing && existing.fingerprint === fingerprint && (existing.connection ? existing.connection.state !== 'closed' : !target)) {
       // allow, deny and timeoutSeconds apply to the next call without a reconnect.
       existing.entry = entry;
       existing.problem = problem;
@@ -145,7 +152,7 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
     }
     void existing?.connection?.close();
     const slot: Slot = { key, entry, persona: persona?.name, fingerprint, problem, waited: false };
-    if (target) slot.connection = new McpConnection(entry.name, target, { timings, baseEnv, log: log.child({ mcp: key }), secrets });
+    if (target && connections) slot.connection = new connections.McpConnection(entry.name, target, { timings, baseEnv, log: log.child({ mcp: key }), secrets });
     slots.set(key, slot);
     return slot;
   }
@@ -238,6 +245,7 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
     async tools(persona) {
       if (closed) return [];
       try {
+        await loadConnections(persona);
         const mine = sync(persona);
         const first = mine.filter((s) => s.connection && !s.connection.firstAttemptSettled && !s.waited);
         for (const slot of first) slot.waited = true;
@@ -252,6 +260,7 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
     status,
     async check(list, checkOptions = {}) {
       const deadline = Date.now() + (checkOptions.waitMs ?? 10_000);
+      for (const persona of list) await loadConnections(persona);
       const started = list.flatMap((persona) => sync(persona));
       await Promise.all(started.map((slot) => slot.connection?.settle(Math.max(0, deadline - Date.now()))));
       return status();

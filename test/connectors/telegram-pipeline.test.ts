@@ -60,7 +60,13 @@ beforeAll(async () => {
     TELEGRAM_API_ROOT: api.apiRoot,
   });
   const log = pino({ level: 'error' }, { write: (line: string) => void errors.push(line) });
-  app = await startApp({ settings, log, connectors: () => [createTelegramConnector({ token: '1:x', apiRoot: api.apiRoot, log, pollTimeoutSeconds: 0 })] });
+  app = await startApp({
+    settings,
+    log,
+    // Longer than the default, so that a turn slowed by a busy machine still answers "at once".
+    typingAfterMs: 1000,
+    connectors: () => [createTelegramConnector({ token: '1:x', apiRoot: api.apiRoot, log, pollTimeoutSeconds: 0 })],
+  });
 });
 afterAll(async () => {
   await app?.stop();
@@ -187,11 +193,21 @@ describe('Telegram through the pipeline', () => {
   });
 
   it('shows typing while the turn runs', async () => {
-    fake.script({ text: 'done thinking', delayMs: 300 });
+    fake.script({ text: 'done thinking', delayMs: 1500 });
     api.pushUpdates(dm(42, 'think a little'));
     await until(() => api.callsOf('sendMessage').length === 1);
     expect(api.callsOf('sendChatAction').length).toBeGreaterThan(0);
     expect(api.callsOf('sendChatAction')[0].body).toMatchObject({ chat_id: '7', action: 'typing' });
+  });
+
+  it('an answer that comes at once is sent without "typing…" before it', async () => {
+    // In a chat of its own: chat 7's replies are paced to Telegram's one message a second per chat.
+    fake.script({ text: 'at once' });
+    api.pushUpdates(benSays(950, 'quick one'));
+    await until(() => sentTo('8').length === 1);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(sentTo('8')[0].body.text).toBe('at once');
+    expect(api.callsOf('sendChatAction').filter((c) => String(c.body.chat_id) === '8')).toEqual([]);
   });
 });
 
