@@ -41,6 +41,8 @@ export function createTerminalConnector(options: TerminalOptions): TerminalConne
   const render = interactive ? createTerminalRenderer() : (text: string) => text;
   /** "thinking…" is on screen (interactive only), to be replaced by whatever comes next. */
   let thinking = false;
+  /** An answer is being written on screen as it comes. */
+  let drafting = false;
 
   const clearThinking = () => {
     if (!thinking) return;
@@ -165,6 +167,7 @@ export function createTerminalConnector(options: TerminalOptions): TerminalConne
                 clearThinking();
                 output.write(`\r\x1b[2K${options.persona}> `);
                 started = true;
+                drafting = true;
               }
               // What a new model call writes replaces the text before a tool call: it starts on a line of its own.
               if (text.startsWith(printed)) output.write(text.slice(printed.length));
@@ -175,6 +178,7 @@ export function createTerminalConnector(options: TerminalOptions): TerminalConne
               update: put,
               async finish(text: string) {
                 put(text);
+                drafting = false;
                 output.write('\n');
                 prompt();
                 return { ids: [randomUUID()] };
@@ -185,8 +189,8 @@ export function createTerminalConnector(options: TerminalOptions): TerminalConne
       : {}),
 
     async typing() {
-      // Shown at once when a turn starts; the next message (or prompt) replaces it.
-      if (!interactive || thinking || stopped) return;
+      // Shown while a turn works; the next message (or prompt) replaces it. An answer being written is sign enough.
+      if (!interactive || thinking || stopped || drafting) return;
       thinking = true;
       output.write(`\r\x1b[2K${options.persona}> thinking…`);
     },

@@ -235,7 +235,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     if (stopping) controller.abort(SHUTDOWN);
     // pg-boss aborts a job's signal when it takes the job back (expired, or stopping): release the turn.
     job.signal?.addEventListener('abort', () => controller.abort(SHUTDOWN), { once: true });
-    const stopTyping = startTyping(data.origin, data.kind);
+    // A growing answer on screen is its own sign of work.
+    const stopTyping = startTyping(data.origin, data.kind, () => stream?.shown() ?? false);
     try {
       // A /stop may have come between the turn's commit and now (or, for a resumed turn, before the restart).
       if (early.delete(turnId) || (started.resumed && (await isTurnCancelRequested(db, turnId)))) controller.abort('stop');
@@ -531,12 +532,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   }
 
   /** "typing…" while a user turn works, through the process that runs the chat's connector when it is not this one. */
-  function startTyping(origin: Origin | undefined, kind: TurnKind): () => void {
+  function startTyping(origin: Origin | undefined, kind: TurnKind, answerShown: () => boolean): () => void {
     // A task's parent chat sees work is under way too.
     if (!origin || (kind !== 'user' && kind !== 'task')) return () => {};
     const connector = deps.connectors.get(origin.connector);
     if (connector && (!connector.typing || !connector.capabilities.typing)) return () => {};
-    const tick = () => void deps.delivery.typing({ connector: origin.connector, chat: origin.chat, thread: origin.thread }).catch(() => {});
+    const tick = () => {
+      if (!answerShown()) void deps.delivery.typing({ connector: origin.connector, chat: origin.chat, thread: origin.thread }).catch(() => {});
+    };
     // Shown once the turn has taken a noticeable moment (Telegram's advice for its chat action): an answer that comes
     // at once needs none, and the platform is asked nothing.
     let refresh: NodeJS.Timeout | undefined;

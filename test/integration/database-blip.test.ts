@@ -10,18 +10,22 @@ beforeAll(async () => {
 });
 afterAll(() => h?.stop());
 
+/** The model answers `<word>: <message>`; the first time, every connection of the app is dropped while it answers, as a Postgres restart does. */
+function answerAfterCuttingOnce(word: string): void {
+  let cut = false;
+  h.fake.setDefault(async (req) => {
+    if (!cut) {
+      cut = true;
+      await h.query(sql`select pg_terminate_backend(pid) from pg_stat_activity
+        where application_name like 'parlor:%' and datname = current_database() and pid <> pg_backend_pid()`);
+    }
+    return { text: `${word}: ${req.lastUserText}` };
+  });
+}
+
 describe('the database going away during a turn', () => {
   it('the turn carries on when it is back, and the person gets one answer and no apology', async () => {
-    let cut = false;
-    h.fake.setDefault(async (req) => {
-      if (!cut) {
-        cut = true;
-        // Every connection of the app is dropped while the model is answering, as a Postgres restart does.
-        await h.query(sql`select pg_terminate_backend(pid) from pg_stat_activity
-          where application_name like 'parlor:%' and datname = current_database() and pid <> pg_backend_pid()`);
-      }
-      return { text: `echo: ${req.lastUserText}` };
-    });
+    answerAfterCuttingOnce('echo');
     await h.chat.inject({ text: 'are you there' });
     await h.chat.waitForSent(1, 20_000);
     await h.app.waitForIdle('testy:chat:u1');
@@ -44,15 +48,7 @@ describe('the database going away during a turn', () => {
       end $$`);
     await h.query(sql`create trigger blip_turn_job before delete on pgboss.job for each row execute function blip_turn_job()`);
     try {
-      let cut = false;
-      h.fake.setDefault(async (req) => {
-        if (!cut) {
-          cut = true;
-          await h.query(sql`select pg_terminate_backend(pid) from pg_stat_activity
-            where application_name like 'parlor:%' and datname = current_database() and pid <> pg_backend_pid()`);
-        }
-        return { text: `back: ${req.lastUserText}` };
-      });
+      answerAfterCuttingOnce('back');
       const before = h.chat.sent.length;
       await h.chat.inject({ text: 'hello again' });
       await h.chat.waitForSent(before + 1, 10_000);
