@@ -4,20 +4,25 @@
 import type { Logger } from 'pino';
 import type { InboundEvent, IngressResult } from '#src/connector.ts';
 import { sleep } from '#src/retry.ts';
+import { ATTEMPT_STALL_MS, settledWithin, STALLED } from '../shared/ack.ts';
 
 /** How long an event that cannot be stored is tried for before it is given up (and logged as lost). */
 const RETRY_FOR_MS = 10 * 60_000;
 
-export function storeInOrder(options: { log: Logger; signal: AbortSignal; retryForMs?: number; firstRetryMs?: number }) {
+export function storeInOrder(options: { log: Logger; signal: AbortSignal; retryForMs?: number; firstRetryMs?: number; stallMs?: number }) {
   const chains = new Map<string, Promise<void>>();
 
   async function store(event: InboundEvent, handle: (event: InboundEvent) => Promise<IngressResult>) {
     const giveUpAt = Date.now() + (options.retryForMs ?? RETRY_FOR_MS);
     let delay = options.firstRetryMs ?? 500;
+    let attempt = handle(event);
     for (;;) {
       try {
-        await handle(event);
-        return;
+        if ((await settledWithin(attempt, options.stallMs ?? ATTEMPT_STALL_MS)) !== STALLED) return;
+        if (options.signal.aborted || Date.now() > giveUpAt) throw new Error('storing it never finished');
+        options.log.warn({ event: event.externalId }, 'storing a Discord event has not finished; trying again beside it');
+        attempt = handle(event);
+        continue;
       } catch (err) {
         if (options.signal.aborted || Date.now() + delay > giveUpAt) {
           options.log.error({ err, event: event.externalId }, 'a Discord event could not be stored and Discord will not send it again; it is lost');
@@ -26,6 +31,7 @@ export function storeInOrder(options: { log: Logger; signal: AbortSignal; retryF
         options.log.warn({ err, event: event.externalId, retryInMs: delay }, 'a Discord event could not be stored yet; trying again');
         await sleep(delay, options.signal);
         delay = Math.min(delay * 2, 30_000);
+        attempt = handle(event);
       }
     }
   }

@@ -7,6 +7,27 @@ import { sleep } from '#src/retry.ts';
 /** Answer this much before the platform's deadline: the acknowledgement itself takes a round trip. */
 const MARGIN_MS = 500;
 
+/**
+ * An attempt to store an event that has not settled in this long (a statement left hanging by a connection that
+ * died as Postgres restarted) is made again beside it: the event's dedupe keeps it stored once. Waited for, the
+ * event would be stored only when the hanging statement ended, and lost if the process died first.
+ */
+export const ATTEMPT_STALL_MS = 5_000;
+export const STALLED = Symbol('stalled');
+
+/** The attempt's outcome, or STALLED if it has not settled within `ms` (it is left running; its failure is ignored). */
+export async function settledWithin<T>(attempt: Promise<T>, ms: number): Promise<T | typeof STALLED> {
+  let timer: NodeJS.Timeout | undefined;
+  const stalled = new Promise<typeof STALLED>((resolve) => (timer = setTimeout(() => resolve(STALLED), ms)));
+  try {
+    const outcome = await Promise.race([attempt, stalled]);
+    if (outcome === STALLED) attempt.catch(() => {});
+    return outcome;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 export type Acknowledgement =
   /** Stored in time: the core's answer (a click's notice, say) goes with the acknowledgement. */
   | { kind: 'stored'; result: IngressResult }
@@ -25,7 +46,7 @@ export type Acknowledgement =
 export async function acknowledgeBy(
   deadlineMs: number,
   handle: () => Promise<IngressResult>,
-  options: { log: Logger; retryForMs?: number; firstRetryMs?: number },
+  options: { log: Logger; retryForMs?: number; firstRetryMs?: number; stallMs?: number },
 ): Promise<Acknowledgement> {
   const first = handle();
   let timer: NodeJS.Timeout | undefined;
@@ -42,14 +63,18 @@ export async function acknowledgeBy(
 async function keepTrying(
   first: Promise<IngressResult>,
   handle: () => Promise<IngressResult>,
-  options: { log: Logger; retryForMs?: number; firstRetryMs?: number },
+  options: { log: Logger; retryForMs?: number; firstRetryMs?: number; stallMs?: number },
 ): Promise<IngressResult | undefined> {
   const giveUpAt = Date.now() + (options.retryForMs ?? 10 * 60_000);
   let delay = options.firstRetryMs ?? 1000;
   let attempt: Promise<IngressResult> = first;
   for (;;) {
     try {
-      return await attempt;
+      const outcome = await settledWithin(attempt, options.stallMs ?? ATTEMPT_STALL_MS);
+      if (outcome !== STALLED) return outcome;
+      if (Date.now() > giveUpAt) throw new Error('storing it never finished');
+      options.log.warn({ afterMs: options.stallMs ?? ATTEMPT_STALL_MS }, 'storing an acknowledged event has not finished; trying again beside it');
+      attempt = handle();
     } catch (err) {
       if (Date.now() + delay > giveUpAt) {
         options.log.error({ err }, 'an event acknowledged at the platform deadline could not be stored; it is lost');

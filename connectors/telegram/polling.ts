@@ -3,6 +3,7 @@ import type { Update } from 'grammy/types';
 import type { Logger } from 'pino';
 import type { ConnectorStatus } from '#src/connector.ts';
 import { sleep } from '#src/retry.ts';
+import { ATTEMPT_STALL_MS, settledWithin, STALLED } from '../shared/ack.ts';
 
 export interface PollingOptions {
   api: Api;
@@ -16,6 +17,8 @@ export interface PollingOptions {
   handle(update: Update): Promise<void>;
   /** Pause after a failed update before it is asked for again. */
   retryDelayMs?: number;
+  /** How long storing an update may take before it is fetched and stored again beside it (ATTEMPT_STALL_MS). */
+  stallMs?: number;
   /** Pause after an empty answer that came back at once (a test emulator), so it is not hammered. */
   idleDelayMs?: number;
   /** Told whether Telegram answers (for /healthz). */
@@ -75,7 +78,9 @@ export async function pollUpdates(options: PollingOptions): Promise<void> {
         continue;
       }
       try {
-        await options.handle(update);
+        // One that never finishes (a statement a dying connection left hanging) is fetched and stored again beside
+        // it, rather than holding up every update after it.
+        if ((await settledWithin(options.handle(update), options.stallMs ?? ATTEMPT_STALL_MS)) === STALLED) throw new Error('storing it has not finished');
       } catch (err) {
         // Not acknowledged: Telegram delivers it again on the next call (the core sets it aside after a few tries).
         log.error({ err, update: update.update_id }, 'update could not be stored; it will be delivered again');

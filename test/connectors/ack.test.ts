@@ -2,6 +2,8 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { acknowledgeBy } from '../../connectors/shared/ack.ts';
+import { storeInOrder } from '../../connectors/discord/store.ts';
+import type { InboundEvent } from '../../src/connector.ts';
 import type { IngressResult } from '../../src/connector.ts';
 
 const log = pino({ level: 'silent' });
@@ -53,5 +55,40 @@ describe('acknowledgeBy', () => {
     }, { log, firstRetryMs: 50, retryForMs: 200 });
     if (ack.kind !== 'late') throw new Error('expected a late acknowledgement');
     expect(await ack.result).toBeUndefined();
+  });
+
+  it('an acknowledged store that never finishes (a statement a dying connection left hanging) is tried again beside it', async () => {
+    let attempts = 0;
+    const ack = await acknowledgeBy(600, () => {
+      attempts++;
+      // The first never settles, as a query on a connection that died while Postgres restarted.
+      return attempts === 1 ? new Promise<IngressResult>(() => {}) : Promise.resolve({ status: 'queued' } as IngressResult);
+    }, { log, stallMs: 200 });
+    if (ack.kind !== 'late') throw new Error('expected a late acknowledgement');
+    expect(await ack.result).toEqual({ status: 'queued' });
+    expect(attempts).toBe(2);
+  });
+});
+
+describe('storeInOrder (Discord gateway events)', () => {
+  const event = { connector: 'discord', externalId: 'e1' } as InboundEvent;
+
+  it('a store that never finishes is tried again beside it, and the channel\'s next event follows', async () => {
+    const stored: string[] = [];
+    let attempts = 0;
+    const store = storeInOrder({ log, signal: new AbortController().signal, stallMs: 200 });
+    store.add('c1', async () => event, (e) => {
+      attempts++;
+      if (attempts === 1) return new Promise<IngressResult>(() => {});
+      stored.push(e.externalId);
+      return Promise.resolve({ status: 'queued' } as IngressResult);
+    });
+    store.add('c1', async () => ({ ...event, externalId: 'e2' }), (e) => {
+      stored.push(e.externalId);
+      return Promise.resolve({ status: 'queued' } as IngressResult);
+    });
+    await store.drain(3000);
+    expect(stored).toEqual(['e1', 'e2']);
+    expect(attempts).toBe(2);
   });
 });

@@ -59,4 +59,35 @@ describe('long polling', () => {
     }
     expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
   });
+
+  it('an update whose storing never finishes is fetched and stored again beside it, and the updates after it follow', async () => {
+    const stopper = new AbortController();
+    const handled: number[] = [];
+    let first = true;
+    const dm = (id: number) => ({ update_id: id, message: { message_id: id, date: 0, chat: { id: 7, type: 'private' }, from: { id: 7, is_bot: false, first_name: 'A' }, text: `m${id}` } });
+    api.queueUpdates(dm(500), dm(501));
+    const loop = pollUpdates({
+      api: createTelegramApi('1:x', api.apiRoot),
+      signal: stopper.signal,
+      timeoutSeconds: 0,
+      allowedUpdates: ['message'],
+      log,
+      // The first try of the first update never settles, as a statement on a connection that died with Postgres.
+      handle: (update) => {
+        if (first) {
+          first = false;
+          return new Promise<void>(() => {});
+        }
+        handled.push(update.update_id);
+        return Promise.resolve();
+      },
+      stallMs: 200,
+      retryDelayMs: 20,
+      idleDelayMs: 5,
+    });
+    await until(() => handled.includes(501), 'the update after it');
+    stopper.abort();
+    await loop;
+    expect(handled).toEqual([500, 501]);
+  });
 });
