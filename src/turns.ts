@@ -53,6 +53,8 @@ export interface TurnJobData {
   deliver?: DeliveryTarget;
   /** What started a background turn (`reminder:<id>`), so a repeat can tell its previous turn is still waiting. */
   source?: string;
+  /** Every source of a wake turn that reminders falling due together joined (see joinWaitingWake). */
+  sources?: string[];
   /** The personas whose messages led to this turn, oldest first (a message that would close a loop is refused). */
   chain?: string[];
   /** A `persona` turn whose sender waits for its reply (ask_persona). */

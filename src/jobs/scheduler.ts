@@ -27,6 +27,7 @@ import type { ReminderView, ScheduleView, SchedulingApi } from '#src/tools/types
 import type { JobSystem } from './boss.ts';
 import { QUEUES, type CronJobData, type ReminderJobData } from './queues.ts';
 import { watchScheduleFiles } from './schedule-watch.ts';
+import { joinWaitingWake, turnStillQueued } from './waiting-turns.ts';
 import { CHANNELS, listen, notify } from '#src/db/channels.ts';
 import { cronConversationId, heartbeatConversationId } from '#src/conversation-id.ts';
 import type { DeliveryTarget, Origin, TurnJobData, TurnKind } from '#src/turns.ts';
@@ -133,13 +134,6 @@ export function createScheduler(deps: {
     await notifyTimers(tx, row.dueAt);
   }
 
-  async function turnStillQueued(tx: Queryable, source: string): Promise<boolean> {
-    const rows = await tx.execute(
-      sql`select 1 from pgboss.job where name = ${QUEUES.turn} and state in ('created', 'retry') and data->>'source' = ${source} limit 1`,
-    );
-    return (rows as unknown as unknown[]).length > 0;
-  }
-
   /** One firing: the turn is enqueued and the next firing scheduled in the transaction that records it. */
   async function fireReminder(job: { id: string; data: ReminderJobData }) {
     const fired = await db.transaction(async (tx) => {
@@ -166,7 +160,7 @@ export function createScheduler(deps: {
       if (row.fires > 0 && row.everySeconds && !endsAtLimit && (await turnStillQueued(tx, `reminder:${row.id}`))) {
         return { row, lateMs, skipped: true };
       }
-      const data: TurnJobData = {
+      const data = {
         conversationId: row.conversationId,
         persona: row.persona,
         kind: 'wake',
@@ -174,11 +168,18 @@ export function createScheduler(deps: {
         origin: row.origin ?? undefined,
         deliver: row.deliver ?? undefined,
         source: `reminder:${row.id}`,
-      };
+      } satisfies TurnJobData;
+      // Reminders of one chat that fall due together wake one turn, not one after another.
+      if (await joinWaitingWake(tx, data)) return { row, lateMs, skipped: false, joined: true };
       await deps.jobs.enqueueTurn(data, tx, { id: stableUuid(`reminder-turn:${row.id}:${row.fires}`) });
-      return { row, lateMs, skipped: false };
+      return { row, lateMs, skipped: false, joined: false };
     });
-    if (fired) log.info({ reminder: fired.row.name, persona: fired.row.persona, lateMs: fired.lateMs, skipped: fired.skipped || undefined }, 'reminder fired');
+    if (fired) {
+      log.info(
+        { reminder: fired.row.name, persona: fired.row.persona, lateMs: fired.lateMs, skipped: fired.skipped || undefined, joined: fired.joined || undefined },
+        'reminder fired',
+      );
+    }
   }
 
   /** A heartbeat or cron occurrence: the entry is read from its file now, so edits apply without a restart. */

@@ -35,15 +35,19 @@ const LINGER_MS = 3000;
 const GIVE_UP_MS = 60_000;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const REMINDER = /^\[reminder "([^"]+)"\]/;
+const REMINDER = /\[reminder "([^"]+)"\]/g;
 
-/** A fired reminder's turn: its name back to the chat with reply_to_origin, and end_task, in one response. */
+/**
+ * A fired reminder's turn: the reminder's name back to the chat with reply_to_origin (reminders of a chat that fall
+ * due together arrive in one turn: a line each), and end_task, in one response.
+ */
 const firedTurn: FakeHandler = (req) => {
-  const name = REMINDER.exec(req.lastUserText)?.[1];
-  if (!name) return { toolCalls: [{ name: 'end_task', arguments: { status: 'skipped' } }] };
+  const names = [...req.lastUserText.matchAll(REMINDER)].map((m) => m[1]);
+  if (!names.length) return { toolCalls: [{ name: 'end_task', arguments: { status: 'skipped' } }] };
+  // One message a turn (reply_to_origin sends at most one): a line for each.
   return {
     toolCalls: [
-      { name: 'reply_to_origin', arguments: { text: name } },
+      { name: 'reply_to_origin', arguments: { text: names.join('\n') } },
       { name: 'end_task', arguments: { status: 'ok' } },
     ],
   };
@@ -111,7 +115,8 @@ async function runOnce(databaseUrl: string, fake: Awaited<ReturnType<typeof star
   const deliveries: Delivery[] = [];
   const recordSend = chat.send.bind(chat);
   chat.send = async (message: OutboundMessage) => {
-    deliveries.push({ at: Date.now(), chat: message.chat, text: message.text });
+    const at = Date.now();
+    for (const line of message.text.split('\n')) deliveries.push({ at, chat: message.chat, text: line });
     return recordSend(message);
   };
 
@@ -342,7 +347,10 @@ async function burst(
     sql`select count(*)::int as n, count(distinct job_id)::int as jobs, count(*) filter (where status <> 'ok')::int as not_ok
         from turns where conversation_id like ${`r${run}-p%`} and kind = 'wake'`,
   )) as unknown as { n: number; jobs: number; not_ok: number }[];
-  const expectedTurns = total + PERSONAS; // with the warm-up
+  // A reminder that fell due while a wake turn of its chat was still waiting joined it, and has no turn job of its own.
+  const joined = ids.length - turnJobs.length;
+  if (joined) console.log(`  ${joined} of ${ids.length} reminders joined a turn of their chat that was still waiting: ${turnJobs.length} turns`);
+  const expectedTurns = turnJobs.length + PERSONAS; // with the warm-up
   if (turns.n !== expectedTurns || turns.jobs !== turns.n || turns.not_ok) {
     console.log(`  ⚠ wake turns in the database: ${turns.n} for ${turns.jobs} jobs (expected ${expectedTurns}), ${turns.not_ok} not ok`);
   }

@@ -91,6 +91,25 @@ const INTERNAL = [
   /TypeError|ReferenceError|SyntaxError/,
 ];
 
+/** The reminders (`fire <name>`) this transcript has answered with a reply_to_origin that was not cut off. */
+function answeredReminders(messages: { role: string; content: unknown; tool_calls?: { id: string; function: { name: string; arguments: string } }[]; tool_call_id?: string }[]): Set<string> {
+  const results = new Map(messages.filter((m) => m.role === 'tool').map((m) => [m.tool_call_id, String(m.content)]));
+  const answered = new Set<string>();
+  for (const m of messages) {
+    for (const call of m.tool_calls ?? []) {
+      if (call.function.name !== 'reply_to_origin') continue;
+      const result = results.get(call.id);
+      if (result === undefined || result.startsWith('interrupted')) continue;
+      const text = (JSON.parse(call.function.arguments) as { text?: string }).text ?? '';
+      for (const line of text.split('\n')) {
+        const name = /^reminder (\S+)$/.exec(line)?.[1];
+        if (name) answered.add(name);
+      }
+    }
+  }
+  return answered;
+}
+
 function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return 0;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
@@ -166,10 +185,14 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     const messages: { role: string; content: unknown }[] = req.body.messages ?? [];
     const last = messages[messages.length - 1];
     const text = req.lastUserText;
-    const fire = /fire (\S+)/.exec(text)?.[1];
-    if (text.startsWith('[reminder') && fire) {
-      if (last.role === 'tool' && !String(last.content).startsWith('interrupted')) return { toolCalls: [{ name: 'end_task', arguments: { status: 'ok' } }] };
-      return { toolCalls: [{ name: 'reply_to_origin', arguments: { text: `reminder ${fire}` } }] };
+    // Reminders of one chat that fall due together arrive in one turn: each is answered, once.
+    const fires = [...text.matchAll(/fire (\S+)/g)].map((m) => m[1]);
+    if (text.startsWith('[reminder') && fires.length) {
+      const answered = answeredReminders(messages);
+      const open = fires.filter((fire) => !answered.has(fire));
+      if (open.length === 0) return { toolCalls: [{ name: 'end_task', arguments: { status: 'ok' } }] };
+      // One message a turn: a line for each.
+      return { toolCalls: [{ name: 'reply_to_origin', arguments: { text: open.map((fire) => `reminder ${fire}`).join('\n') } }] };
     }
     const ask = /ask:(\S+)/.exec(text)?.[1];
     if (ask) {
@@ -448,7 +471,8 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     } else {
       report.reminders++;
       const set = messages.filter((m) => m.text === `set ${s.token}`).length;
-      const fired = messages.filter((m) => m.text === `reminder ${s.token}`).length;
+      // Reminders of one chat that fell due together are answered in one message, a line each.
+      const fired = messages.filter((m) => m.text.split('\n').includes(`reminder ${s.token}`)).length;
       if (set === 0 && fired === 0) {
         if (visibleFailure) report.failedVisibly++;
         else report.lost.push(label);
@@ -483,7 +507,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     const token = /:(\w+)/.exec(label.split(' ')[2] ?? '')?.[1];
     if (!label.startsWith('telegram ') || !token) continue;
     // The text that came twice: an echo, a reminder's confirmation or its firing, or an approval's outcome.
-    const pattern = / replies\)$/.test(label) ? `^echo: .*\\m${token}\\M` : / confirmations\)$/.test(label) ? `^set ${token}$` : /\(fired /.test(label) ? `^reminder ${token}$` : `^done ${token}:`;
+    const pattern = / replies\)$/.test(label) ? `^echo: .*\\m${token}\\M` : / confirmations\)$/.test(label) ? `^set ${token}$` : /\(fired /.test(label) ? `(^|\n)reminder ${token}(\n|$)` : `^done ${token}:`;
     const rows = await world.sql<{ resends: number }[]>`select resends from outbound_messages
       where connector = 'telegram' and text ~ ${pattern} and status = 'sent' and kind = 'message'`;
     if (rows.length === 1 && rows[0].resends > 0) {
