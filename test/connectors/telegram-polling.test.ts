@@ -3,7 +3,7 @@ import { getEventListeners } from 'node:events';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTelegramApi, createTelegramConnector } from '../../connectors/telegram/index.ts';
-import { pollUpdates } from '../../connectors/telegram/polling.ts';
+import { pollUpdates, type PollingOptions } from '../../connectors/telegram/polling.ts';
 import { startFakeTelegram, type FakeTelegram } from '../support/fake-telegram.ts';
 import { until } from '../support/until.ts';
 
@@ -18,20 +18,16 @@ afterAll(async () => {
   await api?.close();
 });
 
+/** The polling loop against the fake, answering at once. */
+const poll = (signal: AbortSignal, options: Pick<PollingOptions, 'handle'> & Partial<PollingOptions>) =>
+  pollUpdates({ api: createTelegramApi('1:x', api.apiRoot), signal, timeoutSeconds: 0, allowedUpdates: ['message'], log, ...options });
+
 describe('long polling', () => {
   it('leaves the abort signal\'s listener count flat over many empty polls', async () => {
     const stopper = new AbortController();
     const counts: number[] = [];
     const polls = api.callsOf('getUpdates').length;
-    const loop = pollUpdates({
-      api: createTelegramApi('1:x', api.apiRoot),
-      signal: stopper.signal,
-      timeoutSeconds: 0,
-      allowedUpdates: ['message'],
-      log,
-      handle: async () => {},
-      idleDelayMs: 5,
-    });
+    const loop = poll(stopper.signal, { handle: async () => {}, idleDelayMs: 5 });
     const sampler = setInterval(() => counts.push(getEventListeners(stopper.signal, 'abort').length), 10);
     await until(() => api.callsOf('getUpdates').length - polls >= 60);
     clearInterval(sampler);
@@ -66,12 +62,7 @@ describe('long polling', () => {
     let first = true;
     const dm = (id: number) => ({ update_id: id, message: { message_id: id, date: 0, chat: { id: 7, type: 'private' }, from: { id: 7, is_bot: false, first_name: 'A' }, text: `m${id}` } });
     api.queueUpdates(dm(500), dm(501));
-    const loop = pollUpdates({
-      api: createTelegramApi('1:x', api.apiRoot),
-      signal: stopper.signal,
-      timeoutSeconds: 0,
-      allowedUpdates: ['message'],
-      log,
+    const loop = poll(stopper.signal, {
       // The first try of the first update never settles, as a statement on a connection that died with Postgres.
       handle: (update) => {
         if (first) {
