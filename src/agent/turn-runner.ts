@@ -103,6 +103,8 @@ class DatabaseAway extends Error {
  * less than the job's heartbeat (30 s), so the queue never takes the job from a process still waiting with it.
  */
 const DATABASE_WAIT_MS = 20_000;
+/** How many times one job's turn runs in its process when its database keeps going away. */
+const DATABASE_RUNS = 5;
 
 const SHUTDOWN = 'shutdown';
 const TYPING_REFRESH_MS = 4000;
@@ -209,13 +211,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     // here and under the same job, instead of ending with an apology and the person's message unanswered. Giving the
     // job back to its queue at once would need the database too: while it is away that fails, and the job would wait
     // for its heartbeat to run out (half a minute and more) before anyone ran it again.
-    for (let again = !!job.retryCount; ; again = true) {
+    for (let again = !!job.retryCount, runs = 1; ; again = true, runs++) {
       try {
         return await runOnce(job, persona, again, log);
       } catch (err) {
         if (!(err instanceof DatabaseAway)) throw err;
         log.warn({ err: err.message }, 'the database went away during the turn; it carries on when it is back');
-        const back = await waitForDatabase(deps.database.sql, { withinMs: DATABASE_WAIT_MS, stop: () => stopping || !!job.signal?.aborted });
+        // A database that keeps going away: the job goes back to its queue, which waits longer between tries.
+        const back = runs < DATABASE_RUNS && (await waitForDatabase(deps.database.sql, { withinMs: DATABASE_WAIT_MS, stop: () => stopping || !!job.signal?.aborted }));
         if (!back) throw new TurnInterrupted('the database was away');
       }
     }

@@ -422,7 +422,9 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     }
   }
   const known = (text: string) =>
-    /^echo: /.test(text) || /^done \w+: /.test(text) || /^set \w+$/.test(text) || /^reminder \w+$/.test(text) || /\bmark\b/.test(text) ||
+    /^echo: /.test(text) || /^done \w+: /.test(text) || /^set \w+$/.test(text) ||
+    // Reminders of one chat that fell due together: a line each.
+    /^reminder \w+(\nreminder \w+)*$/.test(text) || /\bmark\b/.test(text) ||
     // A click's answer, where the platform shows one as a message (Discord): noted, or too late (the question
     // expired when the process waiting on it was killed).
     /^(Allow once|Always allow|Deny): noted\.$/.test(text) ||
