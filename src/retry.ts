@@ -61,3 +61,18 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
   });
 }
+
+export const STALLED = Symbol('stalled');
+
+/** The attempt's outcome, or STALLED if it has not settled within `ms` (it is left running; a later failure is ignored). */
+export async function settledWithin<T>(attempt: Promise<T>, ms: number): Promise<T | typeof STALLED> {
+  let timer: NodeJS.Timeout | undefined;
+  const stalled = new Promise<typeof STALLED>((resolve) => (timer = setTimeout(() => resolve(STALLED), ms)));
+  try {
+    const outcome = await Promise.race([attempt, stalled]);
+    if (outcome === STALLED) attempt.catch(() => {});
+    return outcome;
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -3,8 +3,8 @@
 // they came, each channel on its own, so a slow chat holds up nobody else's.
 import type { Logger } from 'pino';
 import type { InboundEvent, IngressResult } from '#src/connector.ts';
-import { sleep } from '#src/retry.ts';
-import { ATTEMPT_STALL_MS, settledWithin, STALLED } from '../shared/ack.ts';
+import { settledWithin, sleep, STALLED } from '#src/retry.ts';
+import { ATTEMPT_STALL_MS } from '../shared/ack.ts';
 
 /** How long an event that cannot be stored is tried for before it is given up (and logged as lost). */
 const RETRY_FOR_MS = 10 * 60_000;
@@ -22,7 +22,6 @@ export function storeInOrder(options: { log: Logger; signal: AbortSignal; retryF
         if (options.signal.aborted || Date.now() > giveUpAt) throw new Error('storing it never finished');
         options.log.warn({ event: event.externalId }, 'storing a Discord event has not finished; trying again beside it');
         attempt = handle(event);
-        continue;
       } catch (err) {
         if (options.signal.aborted || Date.now() + delay > giveUpAt) {
           options.log.error({ err, event: event.externalId }, 'a Discord event could not be stored and Discord will not send it again; it is lost');

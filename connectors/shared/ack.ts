@@ -2,7 +2,7 @@
 // long the core takes to store the event.
 import type { Logger } from 'pino';
 import type { IngressResult } from '#src/connector.ts';
-import { sleep } from '#src/retry.ts';
+import { settledWithin, sleep, STALLED } from '#src/retry.ts';
 
 /** Answer this much before the platform's deadline: the acknowledgement itself takes a round trip. */
 const MARGIN_MS = 500;
@@ -13,20 +13,7 @@ const MARGIN_MS = 500;
  * event would be stored only when the hanging statement ended, and lost if the process died first.
  */
 export const ATTEMPT_STALL_MS = 5_000;
-export const STALLED = Symbol('stalled');
 
-/** The attempt's outcome, or STALLED if it has not settled within `ms` (it is left running; its failure is ignored). */
-export async function settledWithin<T>(attempt: Promise<T>, ms: number): Promise<T | typeof STALLED> {
-  let timer: NodeJS.Timeout | undefined;
-  const stalled = new Promise<typeof STALLED>((resolve) => (timer = setTimeout(() => resolve(STALLED), ms)));
-  try {
-    const outcome = await Promise.race([attempt, stalled]);
-    if (outcome === STALLED) attempt.catch(() => {});
-    return outcome;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 export type Acknowledgement =
   /** Stored in time: the core's answer (a click's notice, say) goes with the acknowledgement. */

@@ -2,8 +2,8 @@ import { GrammyError, type Api } from 'grammy';
 import type { Update } from 'grammy/types';
 import type { Logger } from 'pino';
 import type { ConnectorStatus } from '#src/connector.ts';
-import { sleep } from '#src/retry.ts';
-import { ATTEMPT_STALL_MS, settledWithin, STALLED } from '../shared/ack.ts';
+import { settledWithin, sleep, STALLED } from '#src/retry.ts';
+import { ATTEMPT_STALL_MS } from '../shared/ack.ts';
 
 export interface PollingOptions {
   api: Api;

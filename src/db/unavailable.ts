@@ -1,3 +1,5 @@
+import { settledWithin, sleep, STALLED } from '#src/retry.ts';
+
 /** postgres.js's own codes for a connection that is gone or could not be made. */
 const DRIVER_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTION_DESTROYED', 'CONNECT_TIMEOUT', 'ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
 
@@ -27,18 +29,11 @@ export async function waitForDatabase(sql: { (strings: TemplateStringsArray): Pr
     if (options.stop?.()) return false;
     const left = until - Date.now();
     if (left <= 0) return false;
-    let timer: NodeJS.Timeout | undefined;
     try {
-      const answered = await Promise.race([
-        Promise.resolve(sql`select 1`).then(() => true),
-        new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.min(left, 5000)))),
-      ]);
-      if (answered) return true;
+      if ((await settledWithin(Promise.resolve(sql`select 1`), Math.min(left, 5000))) !== STALLED) return true;
     } catch (err) {
       if (!databaseUnavailable(err)) return false;
-    } finally {
-      clearTimeout(timer);
     }
-    await new Promise((resolve) => setTimeout(resolve, Math.min(pause, Math.max(0, until - Date.now()))));
+    await sleep(Math.min(pause, Math.max(0, until - Date.now())));
   }
 }
