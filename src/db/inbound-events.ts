@@ -3,6 +3,7 @@ import { lt } from 'drizzle-orm';
 import type { ChatMessage } from '#src/llm/types.ts';
 import { CHANNELS } from './channels.ts';
 import { clientOf, type Queryable } from './client.ts';
+import { openInChat } from './questions.ts';
 import { inboundEvents } from './schema.ts';
 
 /**
@@ -48,12 +49,11 @@ export async function storeInboundMessage(
 ): Promise<StoredInbound> {
   const c = row.conversation;
   const guard = row.unlessQuestionIn;
-  // The question's condition is openQuestionInChat's (src/db/questions.ts).
-  const [result] = await clientOf(tx)<{ question_open: boolean; fresh: boolean }[]>`
+  const client = clientOf(tx);
+  const [result] = await client<{ question_open: boolean; fresh: boolean }[]>`
     with open_question as (
       select 1 from questions
-      where ${guard !== undefined} and status = 'pending' and connector = ${row.connector} and chat = ${c.chat} and expires_at > now()
-        and (thread is not distinct from ${guard?.thread ?? null}::text or conversation_id = ${guard?.conversationId ?? null}::text)
+      where ${guard !== undefined} and ${openInChat(client, { connector: row.connector, chat: c.chat, thread: guard?.thread, conversationId: guard?.conversationId })}
       limit 1
     ), event as (
       insert into inbound_events (connector, external_id)

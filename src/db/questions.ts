@@ -123,21 +123,27 @@ export async function pendingQuestions(db: Queryable): Promise<QuestionRow[]> {
     .orderBy(questions.createdAt);
 }
 
-/** The newest open question shown in a chat (a typed reply there may answer it). */
+/** A chat (or thread) where a typed reply may answer a question; `conversationId`: see openQuestionInChat. */
+export interface QuestionChat {
+  connector: string;
+  chat: string;
+  thread?: string;
+  conversationId?: string;
+}
+
+/** The condition on `questions` of those open in `chat`: openQuestionInChat's, and the ingress's (storeInboundMessage). */
+export function openInChat(sql: ReturnType<typeof clientOf>, chat: QuestionChat) {
+  return sql`status = 'pending' and connector = ${chat.connector} and chat = ${chat.chat} and expires_at > now()
+    and (thread is not distinct from ${chat.thread ?? null}::text or conversation_id = ${chat.conversationId ?? null}::text)`;
+}
+
 /**
  * The newest open question shown in a chat (or thread). With `conversationId`, the thread is one the bot opened for
  * that conversation's replies: a question it asked there (threaded on the message it answers) counts too.
  */
-export async function openQuestionInChat(
-  db: Queryable,
-  chat: { connector: string; chat: string; thread?: string; conversationId?: string },
-): Promise<QuestionRow | undefined> {
-  // Every inbound message asks this: written for postgres.js directly (see clientOf).
-  const [row] = await clientOf(db)<Record<string, unknown>[]>`
-    select * from questions
-    where status = 'pending' and connector = ${chat.connector} and chat = ${chat.chat} and expires_at > now()
-      and (thread is not distinct from ${chat.thread ?? null}::text or conversation_id = ${chat.conversationId ?? null}::text)
-    order by created_at desc limit 1`;
+export async function openQuestionInChat(db: Queryable, chat: QuestionChat): Promise<QuestionRow | undefined> {
+  const client = clientOf(db);
+  const [row] = await client<Record<string, unknown>[]>`select * from questions where ${openInChat(client, chat)} order by created_at desc limit 1`;
   return row && readQuestion(row);
 }
 
