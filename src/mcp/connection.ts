@@ -3,7 +3,7 @@ import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamable
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from 'pino';
 import { scrubSecrets } from '#src/tools/scrub.ts';
-import { settleWithin } from './settle.ts';
+import { settleWithin } from '#src/retry.ts';
 import { formatToolResult } from './tool-shape.ts';
 import { isResponseTooLarge, MAX_HTTP_RESPONSE_BYTES, openTransport, type OpenedTransport, type ServerTarget } from './transport.ts';
 

@@ -7,7 +7,7 @@ import type { Persona } from '#src/config/persona.ts';
 import type { Tool, ToolContext, ToolProvider } from '#src/tools/types.ts';
 import { createMcpFileReader, resolveSecrets, type McpServerEntry, type SecretSource } from './config.ts';
 import type { ConnectionTimings, ListedTool, McpConnection } from './connection.ts';
-import { settleWithin } from './settle.ts';
+import { settleWithin } from '#src/retry.ts';
 import type { McpServerStatus, McpStatus } from './status.ts';
 import { distinctToolName, listNames, parlorToolName, toolParameters } from './tool-shape.ts';
 import type { ServerTarget } from './transport.ts';
