@@ -169,3 +169,33 @@ export function describeError(err: unknown): string {
   }
   return String(err);
 }
+
+/**
+ * Runs `statements` in one transaction in two round trips, not one per statement: BEGIN and the statements go out
+ * together on one connection (Postgres answers them in order), then COMMIT, or ROLLBACK when `keep` says so of their
+ * results. A statement that fails fails the whole, with nothing written. For the hot path only: each statement
+ * must be issued on the connection it is given, and none may depend on another's result.
+ */
+export async function inOneTrip<T extends readonly unknown[]>(
+  sql: postgres.Sql,
+  statements: (c: postgres.ReservedSql) => { [K in keyof T]: PromiseLike<T[K]> },
+  keep: (results: T) => boolean,
+): Promise<T> {
+  const c = await sql.reserve();
+  try {
+    // Sent now, so it goes first: postgres.js sends a query when it is first awaited.
+    const begin = c`begin`.execute();
+    const settled = await Promise.allSettled([begin, ...statements(c)]);
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) {
+      // ROLLBACK fails only on a broken connection, which the pool then drops.
+      await c`rollback`.catch(() => {});
+      throw failed.reason;
+    }
+    const results = settled.slice(1).map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
+    await (keep(results) ? c`commit` : c`rollback`);
+    return results;
+  } finally {
+    c.release();
+  }
+}

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { lt } from 'drizzle-orm';
+import type postgres from 'postgres';
 import type { ChatMessage } from '#src/llm/types.ts';
 import { CHANNELS } from './channels.ts';
 import { clientOf, type Queryable } from './client.ts';
@@ -32,11 +33,12 @@ export type StoredInbound = 'stored' | 'duplicate' | 'question open';
 /**
  * A message for a turn, written in one statement: the event recorded (its first delivery only), the conversation
  * marked active (created if need be), the message stored waiting for a turn, and the turn workers woken (at commit).
- * The turn's job is the caller's to enqueue in the same transaction. With `unlessQuestionIn`, nothing is written when
- * a question is open in that chat (the message may be its answer, see the questions module): 'question open'.
+ * The turn's job is the caller's to enqueue in the same transaction, and its transaction's to roll back unless the
+ * message is 'stored'. With `unlessQuestionIn`, nothing is written when a question is open in that chat (the message
+ * may be its answer, see the questions module): 'question open'.
  */
 export async function storeInboundMessage(
-  tx: Queryable,
+  client: postgres.Sql,
   row: {
     connector: string;
     externalId: string;
@@ -49,7 +51,6 @@ export async function storeInboundMessage(
 ): Promise<StoredInbound> {
   const c = row.conversation;
   const guard = row.unlessQuestionIn;
-  const client = clientOf(tx);
   const [result] = await client<{ question_open: boolean; fresh: boolean }[]>`
     with open_question as (
       select 1 from questions

@@ -2,7 +2,7 @@ import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
-import type { Database, Queryable } from '#src/db/client.ts';
+import { inOneTrip, type Database, type Queryable } from '#src/db/client.ts';
 import { conversationOfThread } from '#src/db/conversation-threads.ts';
 import { ensureConversation } from '#src/db/conversations.ts';
 import { recordInboundEvent, storeInboundMessage } from '#src/db/inbound-events.ts';
@@ -179,21 +179,26 @@ export function createIngress(deps: IngressDeps) {
       sender: `${event.connector}:${event.sender.id}`,
       ...(event.trusted ? { trusted: true } : {}),
     };
-    // The message, its event and its turn's job in one transaction of two statements.
+    // The message, its event and its turn's job in one transaction of two statements, sent together; rolled back,
+    // job and all, unless the message was stored.
     const store = (unlessQuestionIn?: { thread?: string; conversationId?: string }) =>
-      db.transaction(async (tx) => {
-        const stored = await storeInboundMessage(tx, {
-          connector: event.connector,
-          externalId: event.externalId,
-          conversation: { id: conversationId, persona: persona.name, chat: event.chat.id, thread: event.chat.thread },
-          message: inboundUserMessage(event, attachments),
-          sender: origin.sender,
-          messageId: event.messageId,
-          unlessQuestionIn,
-        });
-        if (stored === 'stored') await deps.jobs.enqueueTurn({ conversationId, persona: persona.name, kind: 'user', origin }, tx, { woken: true });
-        return stored;
-      });
+      inOneTrip(
+        deps.database.sql,
+        (c) =>
+          [
+            storeInboundMessage(c, {
+              connector: event.connector,
+              externalId: event.externalId,
+              conversation: { id: conversationId, persona: persona.name, chat: event.chat.id, thread: event.chat.thread },
+              message: inboundUserMessage(event, attachments),
+              sender: origin.sender,
+              messageId: event.messageId,
+              unlessQuestionIn,
+            }),
+            deps.jobs.enqueueTurn({ conversationId, persona: persona.name, kind: 'user', origin }, c, { woken: true }),
+          ] as const,
+        ([stored]) => stored === 'stored',
+      ).then(([stored]) => stored);
     const mayAnswer = !!deps.questions && event.kind === 'message';
     let stored = await store(mayAnswer ? { thread: event.chat.thread, conversationId: openedThread } : undefined);
     if (stored === 'question open') {

@@ -1,5 +1,6 @@
 import { PgBoss, fromDrizzle } from 'pg-boss';
 import { sql } from 'drizzle-orm';
+import type postgres from 'postgres';
 import type { Logger } from 'pino';
 import { type Database, type Queryable } from '#src/db/client.ts';
 import { QUEUES } from './queues.ts';
@@ -16,12 +17,20 @@ export interface JobSystem {
   /**
    * Enqueues a turn; with `tx`, inside that transaction (committed with the message that caused it). Workers
    * hear of it on the turn channel when it commits, instead of at their next poll (`woken`: the caller's own
-   * statements notified the channel already).
+   * statements notified the channel already). `tx` may be a postgres.js connection in a transaction (see inOneTrip):
+   * the job's statement is then issued on it without waiting for the statements before it.
    */
-  enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string; woken?: boolean }): Promise<string | null>;
+  enqueueTurn(data: TurnJobData, tx?: Queryable | postgres.Sql, options?: { id?: string; woken?: boolean }): Promise<string | null>;
   /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
   send(queue: string, data: object, options: { tx?: Queryable; id?: string; startAfter?: Date; retentionSeconds?: number }): Promise<string | null>;
   stop(options?: { timeoutMs?: number }): Promise<void>;
+}
+
+/** pg-boss's statements on a postgres.js connection, prepared (their texts are few and fixed). */
+function onClient(client: postgres.Sql) {
+  return {
+    executeSql: async (text: string, values: unknown[] = []) => ({ rows: await client.unsafe(text, values as postgres.ParameterOrJSON<never>[], { prepare: true }) }),
+  };
 }
 
 export async function startJobSystem(
@@ -87,14 +96,13 @@ export async function startJobSystem(
   return {
     boss,
     async enqueueTurn(data, tx, sendOptions = {}) {
-      const db = tx ?? database.db;
       const id = await boss.send(QUEUES.turn, data as unknown as object, {
         singletonKey: data.conversationId,
         ...(sendOptions.id ? { id: sendOptions.id } : {}),
-        db: fromDrizzle(db as never, sql),
+        db: typeof tx === 'function' ? onClient(tx) : fromDrizzle((tx ?? database.db) as never, sql),
       });
       // pg-boss's own queue notification would wake every idle worker of every process; this one wakes one each.
-      if (!sendOptions.woken) await notify(db, CHANNELS.turn);
+      if (!sendOptions.woken) await (typeof tx === 'function' ? tx`select pg_notify(${CHANNELS.turn}, '')` : notify(tx ?? database.db, CHANNELS.turn));
       return id;
     },
     send(queue, data, sendOptions) {

@@ -62,10 +62,15 @@ describe('a DM from an allowed user', () => {
   });
 
   it('is answered once when the platform delivers it twice', async () => {
+    const turnJobs = async () =>
+      (await rows<{ n: number }>(sql`select count(*)::int as n from pgboss.job where name = 'turn' and singleton_key = 'testy:chat:u1'`))[0].n;
+    const jobsBefore = await turnJobs();
     const first = await h.chat.inject({ text: 'only once', externalId: 'dup-1' });
     const second = await h.chat.inject({ text: 'only once', externalId: 'dup-1' });
     expect(first.status).toBe('queued');
     expect(second.status).toBe('duplicate');
+    // The second delivery's job went with its transaction: one turn job, not a second that would find nothing to do.
+    expect(await turnJobs()).toBe(jobsBefore + 1);
     await h.chat.waitForSent(1);
     await h.app.waitForIdle('testy:chat:u1');
     await new Promise((r) => setTimeout(r, 200));
@@ -179,6 +184,32 @@ describe('events that cannot be stored', () => {
     await h.chat.inject({ text: 'and the next one' });
     const [reply] = await h.chat.waitForSent(1);
     expect(reply.text).toBe('echo: and the next one');
+  });
+
+  it('are not stored when their turn cannot be enqueued: nothing is written, and the platform delivers them again', async () => {
+    await h.query(
+      sql.raw(`
+      create or replace function refuse_turn_job() returns trigger language plpgsql as $$
+      begin
+        if new.name = 'turn' and new.data->'origin'->>'chat' = 'u1' then raise exception 'no room for jobs'; end if;
+        return new;
+      end $$;
+      create or replace trigger refuse_turn_job before insert on pgboss.job for each row execute function refuse_turn_job();`),
+    );
+    try {
+      await expect(h.chat.inject({ text: 'jobless', externalId: 'jobless-1' })).rejects.toThrow(/no room for jobs/);
+      const [written] = await rows<{ events: number; messages: number }>(
+        sql`select (select count(*)::int from inbound_events where external_id = 'jobless-1') as events,
+          (select count(*)::int from messages where content->>'content' = 'jobless') as messages`,
+      );
+      expect(written).toEqual({ events: 0, messages: 0 });
+    } finally {
+      await h.query(sql`drop trigger if exists refuse_turn_job on pgboss.job`);
+    }
+    // Delivered again once jobs can be enqueued: stored and answered, once.
+    expect((await h.chat.inject({ text: 'jobless', externalId: 'jobless-1' })).status).toBe('queued');
+    const [reply] = await h.chat.waitForSent(1);
+    expect(reply.text).toBe('echo: jobless');
   });
 
   it('are never dead-lettered for a failure of the database itself (a deadlock, a lost connection)', async () => {

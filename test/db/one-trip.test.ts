@@ -1,0 +1,85 @@
+// inOneTrip: a transaction of a few statements in two round trips (BEGIN and the statements together, then COMMIT or
+// ROLLBACK), counted on the wire through a pass-through in front of Postgres.
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inOneTrip } from '../../src/db/client.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+
+let t: TestDatabase;
+let proxy: Server;
+let client: postgres.Sql;
+/** Times the client spoke after Postgres had (each one a round trip begun). */
+let trips = 0;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  await t.database.sql`create table trip_rows (n int primary key)`;
+  const target = new URL(t.url);
+  proxy = createServer((inbound: Socket) => {
+    const outbound = createConnection({ host: target.hostname, port: Number(target.port) });
+    let serverSpoke = true;
+    inbound.on('data', (chunk) => {
+      if (serverSpoke) trips++;
+      serverSpoke = false;
+      outbound.write(chunk);
+    });
+    outbound.on('data', (chunk) => {
+      serverSpoke = true;
+      inbound.write(chunk);
+    });
+    inbound.on('close', () => outbound.destroy());
+    outbound.on('close', () => inbound.destroy());
+    inbound.on('error', () => {});
+    outbound.on('error', () => {});
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  const url = new URL(t.url);
+  url.host = `127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+  client = postgres(url.toString(), { max: 1, onnotice: () => {} });
+});
+afterAll(async () => {
+  await client?.end({ timeout: 1 });
+  proxy?.close();
+  await t?.drop();
+});
+
+const insert = (c: postgres.Sql, n: number) => c`insert into trip_rows (n) values (${n}) returning n`.then(([row]) => row.n as number);
+const stored = async () => (await t.database.sql<{ n: number }[]>`select n from trip_rows order by n`).map((r) => r.n);
+
+describe('inOneTrip', () => {
+  it('commits its statements in two round trips, where one trip per statement would take four', async () => {
+    // Warm: a statement's first use on a connection asks Postgres for its parameter types first.
+    await inOneTrip(client, (c) => [insert(c, 1), insert(c, 2)] as const, () => false);
+    trips = 0;
+    const results = await inOneTrip(client, (c) => [insert(c, 1), insert(c, 2)] as const, () => true);
+    expect(trips).toBe(2);
+    expect(results).toEqual([1, 2]);
+    expect(await stored()).toEqual([1, 2]);
+    trips = 0;
+    await client.begin(async (tx) => {
+      await insert(tx, 3);
+      await insert(tx, 4);
+    });
+    expect(trips).toBe(4);
+  });
+
+  it('rolls everything back when its results say so', async () => {
+    const results = await inOneTrip(client, (c) => [insert(c, 10), insert(c, 11)] as const, ([a]) => a !== 10);
+    expect(results).toEqual([10, 11]);
+    expect(await stored()).not.toContain(10);
+    expect(await stored()).not.toContain(11);
+  });
+
+  it('writes nothing when one statement fails, and leaves its connection out of any transaction', async () => {
+    await expect(inOneTrip(client, (c) => [insert(c, 20), insert(c, 1)] as const, () => true)).rejects.toThrow(/duplicate key/);
+    expect(await stored()).not.toContain(20);
+    // The pool's one connection: were it left in a transaction, now() would stand still between two statements.
+    const [first] = await client`select now() as at`;
+    await new Promise((r) => setTimeout(r, 20));
+    const [second] = await client`select now() as at`;
+    expect(second.at.getTime()).toBeGreaterThan(first.at.getTime());
+    expect(await inOneTrip(client, (c) => [insert(c, 21)] as const, () => true)).toEqual([21]);
+  });
+});
