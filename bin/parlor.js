@@ -1,6 +1,8 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=8
 // The `parlor` command: runs the bundle built at install time when it is up to date, else the TypeScript sources
 // through tsx's loader (which costs about a second of start-up).
+// A young generation of 8 MB semi-spaces instead of V8's 16: `parlor start` peaks about 45 MB lower when many chats
+// write at once, for a few more (and shorter) garbage collections. `npm start` passes the same flag.
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 

@@ -55,7 +55,12 @@ async function freePort(): Promise<number> {
 
 /** `parlor start` with an inspector (for the profiled run), resolved once its health check answers. */
 async function startParlor(env: NodeJS.ProcessEnv, port: number): Promise<{ child: ChildProcess; inspector: string; output: () => string }> {
-  const child = spawn(process.execPath, ['--inspect=127.0.0.1:0', path.join(ROOT, 'bin/parlor.js'), 'start'], { env, cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(path.join(ROOT, 'bin/parlor.js'), ['start'], {
+    // As a user runs it (its own line's flags), with an inspector for the profiled run.
+    env: { ...env, NODE_OPTIONS: '--inspect=127.0.0.1:0' },
+    cwd: ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   child.stdout!.on('data', (c: Buffer) => (out = (out + String(c)).slice(-20_000)));
   child.stderr!.on('data', (c: Buffer) => (out = (out + String(c)).slice(-20_000)));

@@ -45,7 +45,7 @@ afterAll(async () => {
   await t?.drop();
 });
 
-const insert = (c: postgres.Sql, n: number) => c`insert into trip_rows (n) values (${n}) returning n`.then(([row]) => row.n as number);
+const insert = (c: postgres.Sql | postgres.TransactionSql, n: number) => c`insert into trip_rows (n) values (${n}) returning n`.then(([row]) => row.n as number);
 const stored = async () => (await t.database.sql<{ n: number }[]>`select n from trip_rows order by n`).map((r) => r.n);
 
 describe('inOneTrip', () => {

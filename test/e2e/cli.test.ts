@@ -129,6 +129,16 @@ describe('the command line', () => {
     }
     expect((await parlor(['--help'], {})).stdout).toContain('parlor <command> --help');
   });
+
+  it('runs as an executable of its own, and npm start gives node the flags its first line gives', async () => {
+    const pkg = JSON.parse(await fs.readFile(path.join(root, 'package.json'), 'utf8')) as { version: string; scripts: { start: string } };
+    const direct = await execa(bin, ['--version'], { reject: false });
+    expect(direct.stdout).toBe(`parlor ${pkg.version}`);
+    const [shebang] = (await fs.readFile(bin, 'utf8')).split('\n');
+    const flags = /^#!\/usr\/bin\/env -S node((?: --[\w-]+=\S+)*)$/.exec(shebang)?.[1];
+    expect(flags).toContain('--max-semi-space-size=');
+    expect(pkg.scripts.start).toBe(`node${flags} bin/parlor.js start`);
+  });
 });
 
 describe('looking at what happened', () => {

@@ -175,7 +175,7 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   const logFile = await fs.open(path.join(scratch, 'parlor.log'), 'a');
 
   function launch(name: string, role: 'all' | 'worker'): ParlorProcess {
-    const child = spawn(process.execPath, [bin, 'start', ...(role === 'worker' ? ['--role', 'worker'] : [])], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(bin, ['start', ...(role === 'worker' ? ['--role', 'worker'] : [])], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     const entry: ParlorProcess = {
       name,
       role,
