@@ -308,6 +308,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const { data } = job;
     const { turnId, conversation } = started;
     if (started.files) await deps.awaitDownloads?.(data.conversationId, turnId, signal);
+    // Read beside the history: whom the turn acts for is known from the start, unless a group's outsider is read.
+    const userModelRead = userModelFor(persona, data.kind, data.origin?.sender, log);
     const history = await loadTurnHistory({ db, summaries: deps.summaries, log }, persona, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
     const answered = started.resumed && answersInText(data.kind, data.origin) ? answeredBeforeCrash(history) : undefined;
     if (answered !== undefined) {
@@ -356,7 +358,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       scheduleName: cronName(data.conversationId),
       toolNames: turnTools.callable().map((t) => t.name),
       moreTools: turnTools.listed(),
-      userModel: await userModelFor(persona, data.kind, origin?.sender, log),
+      userModel: origin?.sender === data.origin?.sender ? await userModelRead : await userModelFor(persona, data.kind, origin?.sender, log),
     });
     if (started.resumed) {
       await rerunInterruptedCalls(history, {
