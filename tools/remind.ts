@@ -2,7 +2,7 @@ import { DateTime } from 'luxon';
 import { isPersonaPerson, type ScheduleEntry } from '#src/config/persona.ts';
 import { scheduleEntryProperties } from '#src/config/persona-schemas.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';
-import { REMINDER_LIMITS, TooManyReminders } from '#src/jobs/scheduler.ts';
+import { REMINDER_LIMITS, TooManyReminders } from '#src/jobs/reminders.ts';
 import { explicitTarget } from '#src/tools/targets.ts';
 import type { ReminderView, ScheduleView, SchedulingApi, Tool, ToolContext } from '#src/tools/types.ts';
 import type { DeliveryTarget } from '#src/turns.ts';

@@ -1,7 +1,7 @@
 import { ConfigError } from '#src/config/errors.ts';
 import { isPersonaPerson } from '#src/config/persona.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';
-import { REMINDER_LIMITS } from '#src/jobs/scheduler.ts';
+import { REMINDER_LIMITS } from '#src/jobs/reminders.ts';
 import { parseDuration } from '#src/tools/duration.ts';
 import type { Tool } from '#src/tools/types.ts';
 import { chainFloorMs, chainReason } from './remind.ts';

@@ -9,7 +9,7 @@ import { SUMMARY_SHARE, type SummaryRequest } from '#src/agent/history-window.ts
 import type { ChatMessage, ModelClient } from '#src/llm/types.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES, type ConversationSummaryJobData } from './queues.ts';
-import { stableUuid } from './scheduler.ts';
+import { stableUuid } from './stable-uuid.ts';
 
 export const SUMMARY_SYSTEM_PROMPT = [
   'You keep the running summary of a conversation between a person (or people) and an assistant persona.',

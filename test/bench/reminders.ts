@@ -16,7 +16,7 @@ import { startApp, type App } from '../../src/app.ts';
 import { parseSettings } from '../../src/config/env.ts';
 import type { OutboundMessage } from '../../src/connector.ts';
 import { chatConversationId } from '../../src/conversation-id.ts';
-import { stableUuid } from '../../src/jobs/scheduler.ts';
+import { stableUuid } from '../../src/jobs/stable-uuid.ts';
 import { startFakeLlm, type FakeHandler } from '../support/fake-llm.ts';
 import { writePersonas } from '../support/harness.ts';
 import { createRecordingConnector } from '../support/recording-connector.ts';

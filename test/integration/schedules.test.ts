@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm';
 import { parse as parseJsonc } from 'jsonc-parser';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { OutboundMessage } from '../../src/connector.ts';
-import { stableUuid } from '../../src/jobs/scheduler.ts';
+import { stableUuid } from '../../src/jobs/stable-uuid.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
 import { createBuiltinTools } from '../../tools/index.ts';
 import type { FakeHandler, FakeReply, RecordedRequest } from '../support/fake-llm.ts';
