@@ -1,30 +1,30 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { connectorForChat, type Connector } from '#src/connector.ts';
+import type { Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
-import { claimArrivedMessages, deleteTurnMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
-import { outboundForTurn, outboundRowByKey, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
+import { claimArrivedMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
+import { outboundForTurn } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
 import type { ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolCatalog } from '#src/tools/catalog.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
-import { primaryTarget } from '#src/tools/targets.ts';
 import type { SchedulingApi } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from './history.ts';
 import type { SummaryRequest } from './history-window.ts';
 import { backgroundPrompt, cronName, loadTurnHistory } from './turn-setup.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
-import { createReplyStream, type ReplyStream } from './reply-stream.ts';
+import type { ReplyStream } from './reply-stream.ts';
+import { createTurnOutput, draftOf } from './turn-output.ts';
 import { answeredBeforeCrash, rerunInterruptedCalls } from './resume.ts';
 import { stripInternalText } from './visible-text.ts';
 import { turnToolContext } from './turn-context.ts';
 import { buildSystemPrompt } from './prompt.ts';
-import { answersInText, backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
+import { answersInText, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 import type { Subagents } from '#src/subagents/service.ts';
 import type { PersonaMail } from '#src/subagents/persona-mail.ts';
 import type { UserModelEntry } from '#src/memory/store.ts';
@@ -107,8 +107,6 @@ const DATABASE_WAIT_MS = 20_000;
 const DATABASE_RUNS = 5;
 
 const SHUTDOWN = 'shutdown';
-const TYPING_REFRESH_MS = 4000;
-const TYPING_AFTER_MS = 250;
 
 export interface TurnRunner {
   run(job: TurnJob): Promise<void>;
@@ -128,6 +126,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   const { db } = deps.database;
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
+  const { replyStreamFor, conclude, deliverTo, warnPrimary, startTyping } = createTurnOutput(deps);
 
   /** `again`: the job ran before (redelivered, or run again after the database was away), so it may have a turn. */
   async function begin(job: TurnJob, persona: Persona, again: boolean): Promise<StartedTurn | undefined> {
@@ -272,38 +271,6 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  /**
-   * A user turn's answer streams into one message when the persona asks for it and the chat's connector can draft.
-   * The draft's message is noted in the ledger when it first shows: a run of the turn after a crash writes on in it.
-   */
-  async function replyStreamFor(persona: Persona, data: TurnJobData, replyTo: string | undefined, turnId: string, log: Logger): Promise<ReplyStream | undefined> {
-    if (!persona.tools.stream || data.kind !== 'user' || !data.origin) return undefined;
-    const { origin } = data;
-    const connector = connectorForChat(deps.connectors, origin.connector, origin.chat);
-    if (!connector?.draft || !connector.capabilities.edits) return undefined;
-    const key = `turn:${turnId}:draft`;
-    const earlier = await outboundRowByKey(db, key);
-    const resume = Array.isArray(earlier?.platformMessageIds) ? (earlier.platformMessageIds as string[])[0] : undefined;
-    return createReplyStream(connector as Required<Pick<Connector, 'draft'>>, {
-      chat: origin.chat,
-      thread: origin.thread,
-      replyTo,
-      resume,
-      onShown: (messageId) =>
-        void recordSentOutbound(db, {
-          dedupeKey: key,
-          kind: 'draft',
-          turnId,
-          conversationId: data.conversationId,
-          connector: origin.connector,
-          chat: origin.chat,
-          thread: origin.thread,
-          text: '',
-          platformMessageIds: [messageId],
-        }).catch((err: unknown) => log.warn({ err }, 'the draft message could not be noted')),
-    });
-  }
-
   async function execute(job: TurnJob, persona: Persona, started: StartedTurn, signal: AbortSignal, log: Logger, stream?: ReplyStream): Promise<LoopResult> {
     const { data } = job;
     const { turnId, conversation } = started;
@@ -442,122 +409,6 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  async function conclude(job: TurnJob, persona: Persona, turnId: string, result: LoopResult, replyTo: string | undefined, log: Logger, stream?: ReplyStream) {
-    const { data } = job;
-    if (data.kind === 'persona') {
-      // A message from another persona: the answer is its reply, for the sender (waiting for it, or in its inbox).
-      await deps.personaMail?.answered(data, result.reply);
-    } else if (data.kind === 'task') {
-      // A task's answer is its result, for the conversation that started it; it is never sent to a chat. Recorded
-      // before the turn is: a crash in between reruns this, and the result is recorded (and pushed) once.
-      await deps.subagents?.finished(data, { status: result.status, reply: result.reply ?? result.summary, error: result.error });
-    } else if (stream?.shown() && data.origin) {
-      // The draft becomes the reply: edited to the final text, never sent a second time as a new message.
-      const sent = await stream.finish(result.reply, result.status === 'cancelled' ? ' — stopped' : '').catch((err: unknown) => {
-        log.warn({ err }, 'the streamed reply could not be finished');
-        return undefined;
-      });
-      if (sent && result.reply) {
-        await recordSentOutbound(db, {
-          dedupeKey: `turn:${turnId}:reply`,
-          turnId,
-          conversationId: data.conversationId,
-          connector: data.origin.connector,
-          chat: data.origin.chat,
-          thread: data.origin.thread,
-          replyTo,
-          text: result.reply,
-          platformMessageIds: sent.ids,
-        });
-      } else if (!sent && result.reply) {
-        // The draft could not take it: the reply goes out as a message of its own.
-        await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo });
-      }
-    } else if (result.reply && data.origin) {
-      const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo });
-      if (delivered.status === 'failed') result = { ...result, error: `reply not delivered: ${delivered.error}` };
-    }
-    if (result.status === 'skipped' && data.kind !== 'user') await deleteTurnMessages(db, turnId);
-    // Warned before the turn is recorded as finished: a crash in between reruns this, and the ledger sends it once.
-    // A failed task is reported to its parent with the batch's results instead.
-    if (result.status === 'failed' && data.kind !== 'user' && data.kind !== 'task') await warnPrimary(persona, data, turnId, result.reason ?? result.error);
-    await finishTurn(bookkeeping, turnId, {
-      status: result.status,
-      inputTokens: result.usage.input,
-      outputTokens: result.usage.output,
-      cacheReadTokens: result.usage.cacheRead ?? 0,
-      cacheWriteTokens: result.usage.cacheWrite ?? 0,
-      modelCalls: result.modelCalls,
-      summary: result.summary,
-      error: result.error,
-    });
-    if (result.modelError) {
-      // The one line that says why a user got an apology: the endpoint, what it answered and what it said.
-      log.warn({ url: deps.modelUrl, status: result.modelError.status, kind: result.modelError.kind, error: result.modelError.message }, 'the model call failed; the turn ends without an answer');
-    }
-    log.info({ status: result.status, modelCalls: result.modelCalls, tokens: result.usage }, 'turn finished');
-  }
-
-  /** A background turn that fails says so in the persona's primary chat, never silently. */
-  async function warnPrimary(persona: Persona, data: TurnJobData, turnId: string, error: string | undefined) {
-    const primary = primaryTarget(persona);
-    if (!primary) {
-      deps.log.warn({ persona: persona.name, kind: data.kind, error }, 'a background turn failed, and no primary chat is set to say so');
-      return;
-    }
-    await deliverTo(
-      primary,
-      turnId,
-      'failure-warning',
-      backgroundFailureWarning(persona.name, data.kind, error),
-      data.conversationId,
-    );
-  }
-
-  /** Every message a turn sends goes through the ledger under a key of this turn, so a rerun never repeats it. */
-  function deliverTo(
-    target: Origin | DeliveryTarget,
-    turnId: string,
-    key: string,
-    text: string,
-    conversationId: string,
-    extra: { replyTo?: string; files?: string[] } = {},
-  ) {
-    return deps.delivery.deliver({
-      dedupeKey: `turn:${turnId}:${key}`,
-      turnId,
-      conversationId,
-      connector: target.connector,
-      chat: target.chat,
-      thread: target.thread,
-      replyTo: extra.replyTo,
-      text,
-      files: extra.files,
-    });
-  }
-
-  /** "typing…" while a user turn works, through the process that runs the chat's connector when it is not this one. */
-  function startTyping(origin: Origin | undefined, kind: TurnKind, answerShown: () => boolean): () => void {
-    // A task's parent chat sees work is under way too.
-    if (!origin || (kind !== 'user' && kind !== 'task')) return () => {};
-    const connector = deps.connectors.get(origin.connector);
-    if (connector && (!connector.typing || !connector.capabilities.typing)) return () => {};
-    const tick = () => {
-      if (!answerShown()) void deps.delivery.typing({ connector: origin.connector, chat: origin.chat, thread: origin.thread }).catch(() => {});
-    };
-    // Shown once the turn has taken a noticeable moment (Telegram's advice for its chat action): an answer that comes
-    // at once needs none, and the platform is asked nothing.
-    let refresh: NodeJS.Timeout | undefined;
-    const first = setTimeout(() => {
-      tick();
-      refresh = setInterval(tick, TYPING_REFRESH_MS);
-    }, deps.typingAfterMs ?? TYPING_AFTER_MS);
-    return () => {
-      clearTimeout(first);
-      clearInterval(refresh);
-    };
-  }
-
   return {
     run,
     cancel(turnId) {
@@ -581,22 +432,6 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   };
 }
 
-
-/** A ledger row as the request that wrote it, to deliver it again. */
-function draftOf(row: OutboundRow): OutboundDraft {
-  return {
-    dedupeKey: row.dedupeKey,
-    turnId: row.turnId ?? undefined,
-    conversationId: row.conversationId ?? undefined,
-    connector: row.connector,
-    chat: row.chat,
-    thread: row.thread ?? undefined,
-    replyTo: row.replyTo ?? undefined,
-    text: row.text,
-    files: row.files ?? undefined,
-    buttons: row.buttons ?? undefined,
-  };
-}
 
 function hash(text: string): string {
   return createHash('sha256').update(text).digest('base64url').slice(0, 16);
