@@ -71,6 +71,24 @@ describe('the user model in the system prompt', () => {
     expect(system.split(HEADING)).toHaveLength(2);
   });
 
+  it("is the outsider's in a group turn that read a message from someone who is not one of the persona's users", async () => {
+    await h.query(sql`insert into user_models (persona, user_address, dimension, content) values ('testy', 'chat:z9', 'tone', 'prefers short answers')`);
+    const group = { id: 'g2', type: 'group' as const };
+    // The first turn is slow, so the member's and the outsider's messages after it wait for the same next turn.
+    h.fake.script({ text: 'One moment.', delayMs: 400 }, { text: 'Both read.' });
+    const before = h.chat.sent.length;
+    await h.chat.inject({ text: 'first', chat: group, sender: { id: 'u2' } });
+    await h.fake.waitForRequests(1);
+    await h.chat.inject({ text: 'second', chat: group, sender: { id: 'u2' } });
+    await h.chat.inject({ text: 'me too', chat: group, sender: { id: 'z9', name: 'Zed' } });
+    await h.chat.waitForSent(before + 2);
+    const system = h.fake.requests[1].system;
+    expect(system).toContain(`${HEADING} chat:z9\n`);
+    expect(system).toContain('- tone: prefers short answers');
+    expect(system).not.toContain('plays the cello');
+    await h.app.waitForIdle('testy:chat:g2');
+  });
+
   it('is bounded, the most confident first, saying how many it left out', async () => {
     for (let i = 0; i < 40; i++) {
       await h.query(
