@@ -7,7 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { componentsFor } from '../../connectors/discord/components.ts';
 import { formatForDiscord, plainForDiscord, toDiscordMarkdown } from '../../connectors/discord/format.ts';
-import { reactionEmoji } from '../../connectors/discord/index.ts';
+import { reactionEmoji } from '../../connectors/discord/send.ts';
 import { until } from '../support/until.ts';
 import { startDiscordHarness, type DiscordHarness } from './discord-harness.ts';
 
