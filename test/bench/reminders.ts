@@ -134,7 +134,7 @@ async function runOnce(databaseUrl: string, fake: Awaited<ReturnType<typeof star
   console.log(
     `\nrun ${run}: worker concurrency ${concurrency ?? 'default'} → ${w.turnWorkers} turn workers (poll ${w.turnPollSeconds} s, woken by NOTIFY); ` +
       `reminder worker batch ${w.reminderBatch}, poll ${w.reminderPollSeconds} s, armed by a timer at the next due time, ` +
-      `firing a batch a few at a time (createScheduler's default; startApp sets none)`,
+      `firing a batch a few at a time (the reminders' default; startApp sets none)`,
   );
   try {
     return await burst(app, deliveries, fake, run, personaNames, chatOf, w);
