@@ -35,6 +35,7 @@ export async function acknowledgeBy(
   handle: () => Promise<IngressResult>,
   options: { log: Logger; retryForMs?: number; firstRetryMs?: number; stallMs?: number },
 ): Promise<Acknowledgement> {
+  const startedAt = Date.now();
   const first = handle();
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), Math.max(0, deadlineMs - MARGIN_MS))));
@@ -44,23 +45,29 @@ export async function acknowledgeBy(
   } finally {
     clearTimeout(timer);
   }
-  return { kind: 'late', result: keepTrying(first, handle, options) };
+  return { kind: 'late', result: keepTrying(first, startedAt, handle, options) };
 }
 
 async function keepTrying(
   first: Promise<IngressResult>,
+  firstStartedAt: number,
   handle: () => Promise<IngressResult>,
   options: { log: Logger; retryForMs?: number; firstRetryMs?: number; stallMs?: number },
 ): Promise<IngressResult | undefined> {
   const giveUpAt = Date.now() + (options.retryForMs ?? 10 * 60_000);
   let delay = options.firstRetryMs ?? 1000;
+  const stallMs = options.stallMs ?? ATTEMPT_STALL_MS;
   let attempt: Promise<IngressResult> = first;
+  // Counted from each attempt's start: the first has used part of its time before the deadline, and the sooner
+  // an event the platform no longer holds is stored, the less a kill of this process can lose.
+  let startedAt = firstStartedAt;
   for (;;) {
     try {
-      const outcome = await settledWithin(attempt, options.stallMs ?? ATTEMPT_STALL_MS);
+      const outcome = await settledWithin(attempt, Math.max(0, startedAt + stallMs - Date.now()));
       if (outcome !== STALLED) return outcome;
       if (Date.now() > giveUpAt) throw new Error('storing it never finished');
-      options.log.warn({ afterMs: options.stallMs ?? ATTEMPT_STALL_MS }, 'storing an acknowledged event has not finished; trying again beside it');
+      options.log.warn({ afterMs: stallMs }, 'storing an acknowledged event has not finished; trying again beside it');
+      startedAt = Date.now();
       attempt = handle();
     } catch (err) {
       if (Date.now() + delay > giveUpAt) {
@@ -70,6 +77,7 @@ async function keepTrying(
       options.log.warn({ err, retryInMs: delay }, 'an event acknowledged at the platform deadline could not be stored yet; retrying');
       await sleep(delay);
       delay = Math.min(delay * 2, 30_000);
+      startedAt = Date.now();
       attempt = handle();
     }
   }

@@ -68,6 +68,20 @@ describe('acknowledgeBy', () => {
     expect(await ack.result).toEqual({ status: 'queued' });
     expect(attempts).toBe(2);
   });
+
+  it('counts a hanging store from its start, not from the acknowledgement: the next try begins when the first has hung for the stall time', async () => {
+    const starts: number[] = [];
+    const t0 = Date.now();
+    const ack = await acknowledgeBy(1000, () => {
+      starts.push(Date.now() - t0);
+      return starts.length === 1 ? new Promise<IngressResult>(() => {}) : Promise.resolve({ status: 'queued' } as IngressResult);
+    }, { log, stallMs: 900 });
+    if (ack.kind !== 'late') throw new Error('expected a late acknowledgement');
+    expect(await ack.result).toEqual({ status: 'queued' });
+    // Acknowledged at 500 ms; the second try at 900 ms, where counting from the acknowledgement would make it 1400.
+    expect(starts[1]).toBeGreaterThanOrEqual(880);
+    expect(starts[1]).toBeLessThan(1300);
+  });
 });
 
 describe('storeInOrder (Discord gateway events)', () => {
