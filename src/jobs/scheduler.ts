@@ -1,10 +1,7 @@
-import type { Logger } from 'pino';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
-import type { Database } from '#src/db/client.ts';
 import type { SchedulingApi } from '#src/tools/types.ts';
-import type { JobSystem } from './boss.ts';
 import { createReminders } from './reminders.ts';
-import { createSchedules } from './schedules.ts';
+import { createSchedules, type SchedulesDeps } from './schedules.ts';
 import type { Origin } from '#src/turns.ts';
 
 export type Scheduler = ReturnType<typeof createScheduler>;
@@ -14,14 +11,7 @@ export type Scheduler = ReturnType<typeof createScheduler>;
  * heartbeat and cron entries of `schedules.jsonc` (pg-boss schedules in PARLOR_TIMEZONE). A firing becomes a
  * turn job in the same transaction that records it, so a redelivered job finds it done and fires nothing twice.
  */
-export function createScheduler(deps: {
-  database: Database;
-  jobs: JobSystem;
-  personas: () => readonly Persona[];
-  timezone: string;
-  log: Logger;
-  /** Connectors that run somewhere in this deployment (a schedule's `deliver` must name one). */
-  knownConnectors: () => string[];
+export function createScheduler(deps: SchedulesDeps & {
   /** How many reminders fire at once. */
   concurrency?: number;
 }) {

@@ -18,11 +18,7 @@ import type { TurnKind } from '#src/turns.ts';
 
 export type Schedules = ReturnType<typeof createSchedules>;
 
-/**
- * The heartbeat and cron entries of `schedules.jsonc`: pg-boss schedules in PARLOR_TIMEZONE, kept matching the
- * files, and the turn each occurrence starts.
- */
-export function createSchedules(deps: {
+export interface SchedulesDeps {
   database: Database;
   jobs: JobSystem;
   personas: () => readonly Persona[];
@@ -30,7 +26,13 @@ export function createSchedules(deps: {
   log: Logger;
   /** Connectors that run somewhere in this deployment (a schedule's `deliver` must name one). */
   knownConnectors: () => string[];
-}) {
+}
+
+/**
+ * The heartbeat and cron entries of `schedules.jsonc`: pg-boss schedules in PARLOR_TIMEZONE, kept matching the
+ * files, and the turn each occurrence starts.
+ */
+export function createSchedules(deps: SchedulesDeps) {
   const { db } = deps.database;
   const { boss } = deps.jobs;
   const { log } = deps;

@@ -34,12 +34,7 @@ class NotResolved extends Error {}
 
 export type ChatQuestions = ReturnType<typeof createChatQuestions>;
 
-/**
- * Questions as a chat sees them: a row that is announced and then shown with its buttons, answered by a click or
- * a typed reply, and closed in its message. An `ask_user` answer wakes the asking conversation; an approval's
- * "Always allow" becomes a grant.
- */
-export function createChatQuestions(deps: {
+export interface ChatQuestionsDeps {
   database: Database;
   delivery: Delivery;
   jobs: Pick<JobSystem, 'enqueueTurn'>;
@@ -47,7 +42,14 @@ export function createChatQuestions(deps: {
   /** Connectors running in this process: this process updates the messages it can edit. */
   connectors: ReadonlyMap<string, Connector>;
   log: Logger;
-}) {
+}
+
+/**
+ * Questions as a chat sees them: a row that is announced and then shown with its buttons, answered by a click or
+ * a typed reply, and closed in its message. An `ask_user` answer wakes the asking conversation; an approval's
+ * "Always allow" becomes a grant.
+ */
+export function createChatQuestions(deps: ChatQuestionsDeps) {
   const { db } = deps.database;
   const { log } = deps;
 

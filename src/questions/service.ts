@@ -1,7 +1,3 @@
-import type { Logger } from 'pino';
-import type { Connector } from '#src/connector.ts';
-import type { Persona } from '#src/config/persona.ts';
-import type { Database } from '#src/db/client.ts';
 import {
   expireOrphans,
   expireDueQuestions,
@@ -12,9 +8,7 @@ import {
   pendingQuestions,
   unclosedQuestionIds,
 } from '#src/db/questions.ts';
-import type { Delivery } from '#src/agent/delivery.ts';
-import type { JobSystem } from '#src/jobs/boss.ts';
-import { createChatQuestions } from './chat-questions.ts';
+import { createChatQuestions, type ChatQuestionsDeps } from './chat-questions.ts';
 import { view } from './format.ts';
 import { createApprovalGate } from './approvals.ts';
 import { createRemoteMethods } from './remote-methods.ts';
@@ -26,14 +20,7 @@ export { MAX_CHOICES, type Choice, type QuestionView } from './format.ts';
 
 export type { QuestionEvent } from './remote-methods.ts';
 
-export interface QuestionsDeps {
-  database: Database;
-  delivery: Delivery;
-  jobs: Pick<JobSystem, 'enqueueTurn'>;
-  personas: () => readonly Persona[];
-  /** Connectors running in this process: this process updates the messages it can edit. */
-  connectors: ReadonlyMap<string, Connector>;
-  log: Logger;
+export interface QuestionsDeps extends ChatQuestionsDeps {
   /** How often open questions are checked for expiry and lost notifications. */
   sweepMs?: number;
 }
