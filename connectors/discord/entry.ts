@@ -1,4 +1,5 @@
 import { ConfigError } from '#src/config/errors.ts';
+import type { ConnectorInit } from '#src/cli/init-connector.ts';
 import type { ConnectorEntry } from '#src/connector.ts';
 import { MESSAGE_CONTENT_REFUSED, messageContentAllowed } from './intents.ts';
 
@@ -12,8 +13,45 @@ export interface DiscordSettings {
 
 const DEFAULT_API = 'https://discord.com/api';
 
-/** Discord in the connector registry: its variables, its checks, and how it is built. */
-export const discordEntry: ConnectorEntry<DiscordSettings> = {
+const PORTAL = 'the Developer Portal: your application → Bot → Reset Token';
+
+/** What `parlor init` asks for Discord and writes. */
+const init: ConnectorInit = {
+  label: 'Discord',
+  secrets: [
+    {
+      variable: 'DISCORD_BOT_TOKEN',
+      flag: 'token',
+      what: 'the Discord bot token',
+      help: `the bot token from ${PORTAL}`,
+      prompt: 'Discord bot token from the Developer Portal, your application → Bot → Reset Token (blank to skip)',
+      example: '...',
+      // A token is three parts joined by dots (its user id, a time, a signature); "Bot " in front is taken off.
+      check: (v) => (/^(Bot\s+)?[\w-]+\.[\w-]+\.[\w-]+$/i.test(v) ? undefined : `that does not look like a bot token (three parts joined by dots); copy it from ${PORTAL}`),
+    },
+  ],
+  owner: {
+    prompt: 'Your Discord user id, so the bot answers you (Developer Mode on, right-click your name → Copy User ID; blank: the bot tells you when you message it)',
+    help: 'your Discord user id: you may DM the persona, and its proactive messages go to you',
+    example: '80351110224678912',
+    check: (v) =>
+      /^\d{17,20}$/.test(v)
+        ? undefined
+        : `${v} is not a Discord user id (17 to 20 digits, e.g. 80351110224678912); turn on Developer Mode (User Settings → Advanced), then right-click your name → Copy User ID`,
+  },
+  envNotes: ['Discord: a bot token from the Developer Portal (your application → Bot → Reset Token).', 'Parlor runs the bot while this is set.'],
+  envExtras: [
+    'To answer every message in a channel with "mention": false, turn on Message Content Intent (Bot → Privileged',
+    'Gateway Intents) and set:',
+    'DISCORD_MESSAGE_CONTENT=true',
+  ],
+  exampleChat: '1100000000000000001',
+  primaryNote: 'On Discord a user id here is your DM with the bot: Parlor opens it itself.',
+  setUp: `set DISCORD_BOT_TOKEN in .env (a bot token from ${PORTAL})`,
+};
+
+/** Discord in the connector registry: its variables, its checks, what `parlor init` asks, and how it is built. */
+export const discordEntry: ConnectorEntry<DiscordSettings> & { init: ConnectorInit } = {
   id: 'discord',
   variables: ['DISCORD_BOT_TOKEN', 'DISCORD_API_URL', 'DISCORD_MESSAGE_CONTENT'],
   parse(read) {
@@ -43,4 +81,5 @@ export const discordEntry: ConnectorEntry<DiscordSettings> = {
   },
   // One gateway connection per token (sharding is not used).
   multiProcess: () => false,
+  init,
 };

@@ -1,14 +1,21 @@
 // The files `parlor init` writes: a starter persona whose comments explain every setting, and a `.env`.
 // Each commented example is a valid line once its `// ` is removed, so a user can switch one on by uncommenting it.
+// What a platform adds to them comes from its registry entry (ConnectorInit): nothing here names one.
 import { parseEnvText } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
+import { initPlatforms, type InitConnectorEntry, type InitPlatform } from './init-connector.ts';
 
 export interface PersonaAnswers {
   name: string;
   /** Who the persona is, in the user's words (usually one line). */
   soul?: string;
-  /** The owner's Telegram user id: allowed to DM the persona, and its DM is where proactive messages go. */
-  telegramUser?: string;
+  /**
+   * The owner's user id on each platform given, by connector id: allowed to DM the persona; the first (in registry
+   * order) is its primary, where proactive messages go.
+   */
+  owners?: Readonly<Record<string, string>>;
+  /** The connectors it is being set up for (a token given or set): their examples are the ones the files show. */
+  connectors?: readonly string[];
 }
 
 export interface EnvAnswers {
@@ -16,7 +23,13 @@ export interface EnvAnswers {
   baseUrl?: string;
   model?: string;
   apiKey?: string;
-  telegramToken?: string;
+  /** The platforms' values, by variable (`TELEGRAM_BOT_TOKEN`). */
+  secrets?: Readonly<Record<string, string>>;
+}
+
+/** The platform whose examples the comments show: the owner's first, else the first set up, else the registry's first. */
+function examplePlatform(answers: PersonaAnswers, platforms: readonly InitPlatform[]): InitPlatform | undefined {
+  return platforms.find((p) => answers.owners?.[p.id]) ?? platforms.find((p) => answers.connectors?.includes(p.id)) ?? platforms[0];
 }
 
 export const DEFAULT_SOUL = 'a capable, friendly helper who lives in the chats of the person who runs you';
@@ -50,12 +63,23 @@ How you work:
 `;
 }
 
-export function connectorsText({ name, telegramUser }: PersonaAnswers): string {
-  const me = telegramUser ? JSON.stringify(`telegram:${telegramUser}`) : undefined;
-  const users = me ? `    ${me},\n` : '    // "telegram:123456789",\n';
-  const primary = telegramUser
-    ? `  "primary": { "connector": "telegram", "to": ${JSON.stringify(telegramUser)} },`
-    : '  // "primary": { "connector": "telegram", "to": "123456789" },';
+export function connectorsText(answers: PersonaAnswers, connectors: readonly InitConnectorEntry[]): string {
+  const { name, owners = {} } = answers;
+  const platforms = initPlatforms(connectors);
+  const example = examplePlatform(answers, platforms);
+  const address = (p: InitPlatform, id: string) => JSON.stringify(`${p.id}:${id}`);
+  // The owner's addresses, and an example for each platform being set up without one (or for the example platform).
+  const users = platforms.flatMap((p) =>
+    owners[p.id] ? [`    ${address(p, owners[p.id])},`] : answers.connectors?.includes(p.id) ? [`    // ${address(p, p.init.owner.example)},`] : [],
+  );
+  if (!users.length && example) users.push(`    // ${address(example, example.init.owner.example)},`);
+  const mine = platforms.find((p) => owners[p.id]);
+  const primary = mine
+    ? `  "primary": { "connector": ${JSON.stringify(mine.id)}, "to": ${JSON.stringify(owners[mine.id])} },`
+    : example
+      ? `  // "primary": { "connector": ${JSON.stringify(example.id)}, "to": ${JSON.stringify(example.init.owner.example)} },`
+      : '';
+  const primaryNote = (mine ?? example)?.init.primaryNote;
   return `// Who ${name} talks to and where it lives. Comments and trailing commas are fine here; Parlor checks this
 // file at start-up and names the line that is wrong. To switch an example on, remove the // in front of it.
 {
@@ -65,20 +89,17 @@ export function connectorsText({ name, telegramUser }: PersonaAnswers): string {
   // People who may DM ${name}, as "<connector>:<user id>". The terminal (\`parlor chat\`) is always allowed.
   // Someone not listed who writes gets one short reply naming their address, so you can add it here.
   "users": [
-${users}  ],
+${users.map((line) => `${line}\n`).join('')}  ],
 
   // Who may answer its approval buttons (Allow once / Always allow / Deny). Default: everyone in "users".
-  // "approvers": ["telegram:123456789"],
-
-  // Where reminders, schedules and heartbeats send what names no chat. On Telegram your DM with the bot has
-  // your user id as its chat id.
+${example ? `  // "approvers": [${address(example, example.init.owner.example)}],\n` : ''}
+  // Where reminders, schedules and heartbeats send what names no chat.${primaryNote ? `\n  // ${primaryNote}` : ''}
 ${primary}
 
   // Group chats and channels it answers in. With "mention": true (the default) it answers only when it is
   // @mentioned or replied to; with false, every message it can see.
   "channels": [
-    // { "connector": "telegram", "chat": "-1001234567890", "mention": true },
-  ],
+${example ? `    // { "connector": ${JSON.stringify(example.id)}, "chat": ${JSON.stringify(example.init.exampleChat)}, "mention": true },\n` : ''}  ],
 }
 `;
 }
@@ -107,8 +128,15 @@ export function toolsText({ name }: PersonaAnswers): string {
 `;
 }
 
-export function schedulesText({ name, telegramUser }: PersonaAnswers): string {
-  const to = JSON.stringify(telegramUser ?? '123456789');
+export function schedulesText(answers: PersonaAnswers, connectors: readonly InitConnectorEntry[]): string {
+  const { name } = answers;
+  const example = examplePlatform(answers, initPlatforms(connectors));
+  const cron = example
+    ? `
+
+  // A cron job: a short plan every weekday at 8, sent to a ${example.init.label} chat.
+  // { "name": "morning-briefing", "type": "cron", "cron": "0 8 * * 1-5", "prompt": "Send me a short plan for today.", "deliver": { "connector": ${JSON.stringify(example.id)}, "to": ${JSON.stringify(answers.owners?.[example.id] ?? example.init.owner.example)} } },`
+    : '';
   return `// When ${name} speaks first: heartbeat and cron entries, in PARLOR_TIMEZONE (default UTC). Each entry has a
 // name, a type (heartbeat or cron), a cron expression (minute hour day-of-month month day-of-week) and a prompt;
 // optionally fresh (a new conversation each time), enabled and deliver. Edits take effect within seconds, without
@@ -116,10 +144,7 @@ export function schedulesText({ name, telegramUser }: PersonaAnswers): string {
 [
   // A heartbeat: every hour from 8 to 20 it goes through HEARTBEAT.md (write that file beside this one) and
   // messages "primary" (see connectors.jsonc) only when something needs you.
-  // { "name": "hourly-check", "type": "heartbeat", "cron": "0 8-20 * * *", "prompt": "Go through your checklist." },
-
-  // A cron job: a short plan every weekday at 8, sent to a Telegram chat.
-  // { "name": "morning-briefing", "type": "cron", "cron": "0 8 * * 1-5", "prompt": "Send me a short plan for today.", "deliver": { "connector": "telegram", "to": ${to} } },
+  // { "name": "hourly-check", "type": "heartbeat", "cron": "0 8-20 * * *", "prompt": "Go through your checklist." },${cron}
 ]
 `;
 }
@@ -131,7 +156,7 @@ function envValue(value: string): string {
   return `"${value}"`;
 }
 
-export function envText(answers: EnvAnswers): string {
+export function envText(answers: EnvAnswers, connectors: readonly InitConnectorEntry[]): string {
   const lines = [
     '# Parlor\'s settings, written by `parlor init`. A variable set in the environment wins over this file.',
     '# Keep this file private: it holds keys and tokens.',
@@ -168,9 +193,15 @@ export function envText(answers: EnvAnswers): string {
       '# LLM_MODEL=claude-sonnet-4-5',
     );
   }
-  lines.push('', '# Telegram: a bot token from @BotFather (/newbot). Parlor runs the bot while this is set.');
-  if (answers.telegramToken) set('TELEGRAM_BOT_TOKEN', answers.telegramToken);
-  else lines.push('# TELEGRAM_BOT_TOKEN=123456789:AA...');
+  for (const { init } of initPlatforms(connectors)) {
+    lines.push('', ...init.envNotes.map((line) => `# ${line}`));
+    for (const secret of init.secrets) {
+      const value = answers.secrets?.[secret.variable];
+      if (value) set(secret.variable, value);
+      else lines.push(`# ${secret.variable}=${secret.example}`);
+    }
+    if (init.envExtras) lines.push(...init.envExtras.map((line) => `# ${line}`));
+  }
   const text = `${lines.join('\n')}\n`;
 
   // A value that would not read back as given (a quote and a newline in one key) is refused, never written wrong.

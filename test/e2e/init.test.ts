@@ -128,11 +128,11 @@ describe('parlor init, scripted', () => {
 
   it('the commented examples in the files it writes load too once uncommented', async () => {
     const uncomment = (text: string) => text.replace(/^(\s*)\/\/ (?=["{])/gm, '$1');
-    for (const answers of [{ name: 'plain' }, { name: 'mine', telegramUser: '4242' }]) {
+    for (const answers of [{ name: 'plain' }, { name: 'mine', owners: { telegram: '4242' } }]) {
       const dir = path.join(cwd, 'examples', answers.name);
       await fs.mkdir(dir, { recursive: true });
       await fs.writeFile(path.join(dir, 'SOUL.md'), soulText(answers));
-      const files = { 'connectors.jsonc': connectorsText(answers), 'tools.jsonc': toolsText(answers), 'schedules.jsonc': schedulesText(answers) };
+      const files = { 'connectors.jsonc': connectorsText(answers, REGISTRY), 'tools.jsonc': toolsText(answers), 'schedules.jsonc': schedulesText(answers, REGISTRY) };
       for (const [file, text] of Object.entries(files)) {
         expect(uncomment(text), file).not.toBe(text);
         await fs.writeFile(path.join(dir, file), uncomment(text));
@@ -144,9 +144,9 @@ describe('parlor init, scripted', () => {
       expect(persona.tools).toMatchObject({ approvalTimeoutSeconds: 300, thinking: false, model: 'gpt-4.1-mini' });
       expect(persona.schedules.map((s) => [s.name, s.type, s.deliver?.to])).toEqual([
         ['hourly-check', 'heartbeat', undefined],
-        ['morning-briefing', 'cron', answers.telegramUser ?? '123456789'],
+        ['morning-briefing', 'cron', answers.owners?.telegram ?? '123456789'],
       ]);
-      expect(persona.users).toEqual(answers.telegramUser ? ['telegram:4242'] : ['telegram:123456789']);
+      expect(persona.users).toEqual(answers.owners ? ['telegram:4242'] : ['telegram:123456789']);
     }
   });
 });
@@ -267,6 +267,8 @@ describe('parlor init at a terminal', () => {
     await t.answer('Model name (blank to set it in .env later) [fake-model]: ', '\r');
     await t.answer('Telegram bot token from @BotFather (blank to skip): ', '123456:AAF-token\r');
     await t.answer('Your Telegram user id', '4242\r');
+    await t.answer('Discord bot token', '\r');
+    await t.answer('Slack bot token', '\r');
     const result = await t.child;
     expect(result.exitCode).toBe(0);
     expect(t.screen()).toContain('it serves: fake-model');
