@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { CONNECTOR_IDS, CONNECTORS } from '#connectors/registry.ts';
 import type { InitValues } from '#src/cli/init.ts';
+import { initOptions, initOptionsHelp } from '#src/cli/init-connector.ts';
 import { loadDotEnv, parseSettings, type Settings } from '#src/config/env.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { DatabaseUnavailableError, EmbeddedPostgresError } from '#src/db/embedded-postgres-error.ts';
@@ -32,9 +33,7 @@ its input piped, it asks nothing.
   --base-url URL          the model endpoint, e.g. http://localhost:11434/v1 (Ollama)
   --model NAME            the model, e.g. llama3.1
   --api-key KEY           the endpoint's API key (Anthropic and OpenAI's own API need one)
-  --telegram-token TOKEN  the bot token from @BotFather
-  --telegram-user ID      your Telegram user id: you may DM the persona, and its proactive messages go to you
-  --yes, -y               take the defaults without asking
+${initOptionsHelp(CONNECTORS)}  --yes, -y               take the defaults without asking
 `,
     options: {
       soul: { type: 'string' },
@@ -42,8 +41,7 @@ its input piped, it asks nothing.
       'base-url': { type: 'string' },
       model: { type: 'string' },
       'api-key': { type: 'string' },
-      'telegram-token': { type: 'string' },
-      'telegram-user': { type: 'string' },
+      ...initOptions(CONNECTORS),
       yes: { type: 'boolean', short: 'y' },
     },
     positional: 'name',

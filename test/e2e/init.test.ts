@@ -9,6 +9,8 @@ import { createBuiltinTools } from '../../tools/index.ts';
 import { connectorsText, schedulesText, soulText, toolsText } from '../../src/cli/init-files.ts';
 import { CONNECTOR_IDS, CONNECTORS as REGISTRY } from '../../connectors/registry.ts';
 import type { TelegramSettings } from '../../connectors/telegram/entry.ts';
+import type { DiscordSettings } from '../../connectors/discord/entry.ts';
+import type { SlackSettings } from '../../connectors/slack/entry.ts';
 import { parseEnvText, parseSettings } from '../../src/config/env.ts';
 import { loadPersona, loadPersonas } from '../../src/config/persona.ts';
 import { checkToolPolicies } from '../../src/tools/policy.ts';
@@ -124,6 +126,25 @@ describe('parlor init, scripted', () => {
     expect(ops.primary).toEqual({ connector: 'telegram', to: '4242' });
     expect(((await envSettings()).connectors.telegram as TelegramSettings | undefined)?.token).toBe('123456:AAF-test_token');
     expect(result.stdout).toMatch(/^ {2}npm start +run it on Telegram, then message your bot$/m);
+  });
+
+  it('the Discord and Slack flags of the real command: both platforms in users, the first primary, their tokens in .env', async () => {
+    const discordId = '123456789012345678';
+    const result = await parlor([
+      'init', 'ops', '--discord-token', 'MTIz.Gabc12.test-token_x', '--discord-user', discordId,
+      '--slack-token', 'xoxb-1-test', '--slack-app-token', 'xapp-1-test', '--slack-user', 'U0123ABC', '--yes',
+    ]);
+    expect(result.stderr).toBe('');
+    expect(result.exitCode).toBe(0);
+    const [ops] = loadPersonas(personasDir(), { connectors: CONNECTORS });
+    expect(ops.users).toEqual([`discord:${discordId}`, 'slack:U0123ABC']);
+    expect(ops.primary).toEqual({ connector: 'discord', to: discordId });
+    const settings = await envSettings();
+    expect((settings.connectors.discord as DiscordSettings | undefined)?.token).toBe('MTIz.Gabc12.test-token_x');
+    expect((settings.connectors.slack as SlackSettings | undefined)?.botToken).toBe('xoxb-1-test');
+    const refused = await parlor(['init', 'dev', '--slack-user', 'nope']);
+    expect(refused.exitCode).toBe(2);
+    expect(refused.stderr).toMatch(/--slack-user/);
   });
 
   it('the commented examples in the files it writes load too once uncommented', async () => {
