@@ -159,7 +159,7 @@ export function createTurnOutput(deps: TurnOutputDeps) {
     const tick = () => {
       if (!answerShown()) void deps.delivery.typing({ connector: origin.connector, chat: origin.chat, thread: origin.thread }).catch(() => {});
     };
-    // Shown once the turn has taken a noticeable moment (Telegram's advice for its chat action): an answer that comes
+    // Shown once the turn has taken a noticeable moment (as chat platforms advise for their typing indicators): an answer that comes
     // at once needs none, and the platform is asked nothing.
     let refresh: NodeJS.Timeout | undefined;
     const first = setTimeout(() => {

@@ -7,9 +7,9 @@ import type { ConnectorEntry } from '#src/connector.ts';
 export interface InitSecret {
   /** The environment variable it goes into. */
   variable: string;
-  /** Its option is `--<connector id>-<flag>`: `token` makes `--telegram-token`. */
+  /** Its option is `--<connector id>-<flag>`: `token` makes `--<connector id>-token`. */
   flag: string;
-  /** How the summary names it once written: "the Telegram bot token". */
+  /** How the summary names it once written: "the <platform> bot token". */
   what: string;
   /** Its line under `parlor init --help`. */
   help: string;
@@ -37,7 +37,7 @@ export interface InitOwner {
 
 /** A connector's part in `parlor init`. */
 export interface ConnectorInit {
-  /** How a person names the platform: "Telegram". */
+  /** How a person names the platform, capitalised as the platform does. */
   label: string;
   /** The first turns the connector on (its token: `--<id>-token`); the others go with it. */
   secrets: readonly [InitSecret, ...InitSecret[]];
@@ -50,7 +50,7 @@ export interface ConnectorInit {
   exampleChat: string;
   /** What `"to"` in "primary" names on this platform, in one comment line. */
   primaryNote: string;
-  /** What to do to run it, when only the owner's id was given: "set TELEGRAM_BOT_TOKEN in .env (…)". */
+  /** What to do to run it, when only the owner's id was given: "set <its token's variable> in .env (…)". */
   setUp: string;
 }
 

@@ -23,7 +23,7 @@ export interface EnvAnswers {
   baseUrl?: string;
   model?: string;
   apiKey?: string;
-  /** The platforms' values, by variable (`TELEGRAM_BOT_TOKEN`). */
+  /** The platforms' values, by the variable each secret names. */
   secrets?: Readonly<Record<string, string>>;
 }
 
