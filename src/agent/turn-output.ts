@@ -159,8 +159,8 @@ export function createTurnOutput(deps: TurnOutputDeps) {
     const tick = () => {
       if (!answerShown()) void deps.delivery.typing({ connector: origin.connector, chat: origin.chat, thread: origin.thread }).catch(() => {});
     };
-    // Shown once the turn has taken a noticeable moment (as chat platforms advise for their typing indicators): an answer that comes
-    // at once needs none, and the platform is asked nothing.
+    // Shown once the turn has taken a noticeable moment (as chat platforms advise for their typing indicators): an
+    // answer that comes at once needs none, and the platform is asked nothing.
     let refresh: NodeJS.Timeout | undefined;
     const first = setTimeout(() => {
       tick();
