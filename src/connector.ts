@@ -274,4 +274,6 @@ export interface ConnectorEntry<S = unknown> {
   create(settings: S, context: { log: import('pino').Logger }): Connector | Promise<Connector>;
   /** Whether several processes may receive for one token at once (a webhook, HTTP events) with these settings. */
   multiProcess(settings: S): boolean;
+  /** What `parlor init` asks and writes for it; without it, init does not offer it. */
+  init?: import('#src/cli/init-connector.ts').ConnectorInit;
 }

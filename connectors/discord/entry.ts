@@ -51,7 +51,7 @@ const init: ConnectorInit = {
 };
 
 /** Discord in the connector registry: its variables, its checks, what `parlor init` asks, and how it is built. */
-export const discordEntry: ConnectorEntry<DiscordSettings> & { init: ConnectorInit } = {
+export const discordEntry: ConnectorEntry<DiscordSettings> = {
   id: 'discord',
   variables: ['DISCORD_BOT_TOKEN', 'DISCORD_API_URL', 'DISCORD_MESSAGE_CONTENT'],
   parse(read) {

@@ -92,7 +92,7 @@ const init: ConnectorInit = {
 };
 
 /** Slack in the connector registry: its settings, its doctor check (token, mode, scopes), what `parlor init` asks, and how it is built. */
-export const slackEntry: ConnectorEntry<SlackSettings> & { init: ConnectorInit } = {
+export const slackEntry: ConnectorEntry<SlackSettings> = {
   id: 'slack',
   variables: ['SLACK_BOT_TOKEN', 'SLACK_APP_TOKEN', 'SLACK_SIGNING_SECRET', 'SLACK_API_URL'],
   parse(read) {

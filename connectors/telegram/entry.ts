@@ -38,7 +38,7 @@ const init: ConnectorInit = {
 };
 
 /** Telegram in the connector registry: its variables, its checks, what `parlor init` asks, and how it is built. */
-export const telegramEntry: ConnectorEntry<TelegramSettings> & { init: ConnectorInit } = {
+export const telegramEntry: ConnectorEntry<TelegramSettings> = {
   id: 'telegram',
   variables: ['TELEGRAM_BOT_TOKEN', 'TELEGRAM_API_ROOT', 'TELEGRAM_WEBHOOK_URL'],
   parse(read) {

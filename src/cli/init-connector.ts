@@ -55,7 +55,7 @@ export interface ConnectorInit {
 }
 
 /** A registry entry as init sees it; one without `init` is not offered. */
-export type InitConnectorEntry = Pick<ConnectorEntry, 'id' | 'parse'> & { init?: ConnectorInit };
+export type InitConnectorEntry = Pick<ConnectorEntry, 'id' | 'parse' | 'init'>;
 
 /** A registry entry init offers. */
 export interface InitPlatform {
