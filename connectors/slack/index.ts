@@ -1,28 +1,18 @@
-import path from 'node:path';
 import { App, SocketModeReceiver, webApi, type RespondFn } from '@slack/bolt';
 import type { Logger } from 'pino';
-import {
-  PlatformError,
-  type Connector,
-  type ConnectorStatus,
-  type InboundEvent,
-  type InboundHandler,
-  type OutboundMessage,
-  type SentMessage,
-} from '#src/connector.ts';
+import type { Connector, ConnectorStatus, InboundEvent, InboundHandler } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { sleep } from '#src/retry.ts';
 import { exclusiveReceiver } from '../shared/exclusive.ts';
 import { keepConnecting as reconnect } from '../shared/reconnect.ts';
 import { acknowledgeBy } from '../shared/ack.ts';
-import { createSlackDraft, EDIT_LIMITS } from './draft.ts';
-import { slackEmojiName } from './emoji.ts';
-import { formatForSlack, SECTION_LIMIT, TEXT_LIMIT, type FormattedPart } from './format.ts';
+import { EDIT_LIMITS } from './draft.ts';
+import { TEXT_LIMIT } from './format.ts';
 import { normalizeClick, normalizeEvent, type SlackBot } from './normalize.ts';
 import { EVENTS_PATH, ParlorReceiver } from './receiver.ts';
-import { questionBlocks } from './blocks.ts';
-import { downloadFile, shareTs } from './files.ts';
-import { boltLogger, DEFAULT_RETRIES, describe, isTokenError, slackErrorCode, tokenRefused, toPlatformError } from './web-api.ts';
+import { downloadFile } from './files.ts';
+import { createSlackSending } from './send.ts';
+import { boltLogger, DEFAULT_RETRIES, describe, isTokenError, tokenRefused } from './web-api.ts';
 
 export { EVENTS_PATH } from './receiver.ts';
 
@@ -51,10 +41,6 @@ const ACK_DEADLINE_MS = 3000;
 const SOCKET_START_WAIT_MS = 30_000;
 /** How long a first message from someone waits for their name (users.info). */
 const NAME_WAIT_MS = 1000;
-const isDmChannel = (channel: string) => channel.startsWith('D');
-/** The metadata each posted part carries: the outbound row's key and the part's index, so a resend finds it. */
-const METADATA_TYPE = 'parlor_outbound';
-const isUserId = (id: string) => /^[UW][A-Z0-9]+$/.test(id);
 
 /**
  * Slack on Bolt: Socket Mode with an app-level token, else HTTP events on Parlor's server. Each event is handed to
@@ -84,20 +70,8 @@ export function createSlackConnector(options: SlackOptions): Connector {
   let state: ConnectorStatus = { state: 'starting' };
   let starting: Promise<void> | undefined;
   const stopper = new AbortController();
-  const dmChannels = new Map<string, string>();
   const names = new Map<string, Promise<string | undefined>>();
-
-  /** A user id (a persona's primary, `to: "U…"`) is posted to in the bot's DM with them; channel ids as they are. */
-  async function channelFor(chat: string): Promise<string> {
-    if (!isUserId(chat)) return chat;
-    const known = dmChannels.get(chat);
-    if (known) return known;
-    const opened = await call('conversations.open', () => client.conversations.open({ users: chat }), false);
-    const id = opened.channel?.id;
-    if (!id) throw new PlatformError({ platform: 'slack', method: 'conversations.open', retryable: false, message: `no DM channel with ${chat}` });
-    dmChannels.set(chat, id);
-    return id;
-  }
+  const sending = createSlackSending({ client, poster, log });
 
   /**
    * The person's name for the model's label in a group (`[Ana (slack:U…)]`): users.info, asked once per person and
@@ -254,76 +228,6 @@ export function createSlackConnector(options: SlackOptions): Connector {
     });
   }
 
-  /** A Web API call whose failure is a PlatformError; `partlySent` makes it final (a retry would repeat what went out). */
-  async function call<T>(method: string, fn: () => Promise<T>, partlySent: boolean): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw toPlatformError(err, method, partlySent);
-    }
-  }
-
-  /**
-   * The parts of a message (by its key) the channel or thread has already: an attempt whose answer was lost, or a
-   * process that died sending it, may have posted some. Each part carries the key in its metadata.
-   */
-  async function partsPosted(channel: string, message: OutboundMessage): Promise<Map<number, string>> {
-    const found = new Map<number, string>();
-    if (!message.key) return found;
-    const listed: any = await call(
-      message.thread ? 'conversations.replies' : 'conversations.history',
-      () =>
-        message.thread
-          ? client.conversations.replies({ channel, ts: message.thread, limit: 200, include_all_metadata: true })
-          : client.conversations.history({ channel, limit: 100, include_all_metadata: true }),
-      false,
-    );
-    for (const m of listed.messages ?? []) {
-      const payload = m.metadata?.event_type === METADATA_TYPE ? m.metadata.event_payload : undefined;
-      if (payload?.key === message.key && Number.isInteger(payload.part)) found.set(payload.part, String(m.ts));
-    }
-    return found;
-  }
-
-  async function postParts(channel: string, parts: FormattedPart[], message: OutboundMessage, ids: string[]) {
-    const buttons = message.buttons?.length ? message.buttons : undefined;
-    const posted = message.resend ? await partsPosted(channel, message) : new Map<number, string>();
-    for (const [i, part] of parts.entries()) {
-      const already = posted.get(i);
-      if (already) {
-        ids.push(already);
-        continue;
-      }
-      const last = i === parts.length - 1;
-      const blocks = last && buttons ? questionBlocks(part.mrkdwn, buttons) : undefined;
-      const sent = await call(
-        'chat.postMessage',
-        () =>
-          poster.chat.postMessage({
-            channel,
-            text: part.mrkdwn,
-            mrkdwn: true,
-            unfurl_links: false,
-            unfurl_media: false,
-            ...(message.thread ? { thread_ts: message.thread } : {}),
-            ...(blocks ? { blocks } : {}),
-            ...(message.key ? { metadata: { event_type: METADATA_TYPE, event_payload: { key: message.key, part: i } } } : {}),
-          }),
-        ids.length > 0,
-      );
-      ids.push(String(sent.ts));
-    }
-  }
-
-  /** Parts for a message: under 4,000 characters, and the one that carries buttons within a section's 3,000. */
-  function partsFor(text: string, withButtons: boolean): FormattedPart[] {
-    const parts = formatForSlack(text);
-    if (!withButtons) return parts.length ? parts : [{ mrkdwn: ' ', source: '', converted: false }];
-    const last = parts.pop();
-    if (!last) return [{ mrkdwn: '…', source: '', converted: false }];
-    return [...parts, ...(last.mrkdwn.length > SECTION_LIMIT ? formatForSlack(last.source, SECTION_LIMIT) : [last])];
-  }
-
   const connector: Connector = {
     id: 'slack',
     capabilities: {
@@ -364,97 +268,10 @@ export function createSlackConnector(options: SlackOptions): Connector {
       await app?.stop().catch((err: unknown) => log.warn({ err: describe(err) }, 'Slack receiver did not stop cleanly'));
     },
 
-    async send(message: OutboundMessage): Promise<SentMessage> {
-      const channel = await channelFor(message.chat);
-      const ids: string[] = [];
-      if (message.privateTo && !isDmChannel(channel)) {
-        // Asked outside a thread (the asking message is the thread's own root): shown where it was asked.
-        const thread = message.thread && message.thread !== message.replyTo ? message.thread : undefined;
-        for (const part of formatForSlack(message.text)) {
-          const sent = await call(
-            'chat.postEphemeral',
-            () => client.chat.postEphemeral({ channel, user: message.privateTo!, text: part.mrkdwn, ...(thread ? { thread_ts: thread } : {}) }),
-            ids.length > 0,
-          );
-          ids.push(String(sent.message_ts));
-        }
-        return { ids };
-      }
-      const files = message.files ?? [];
-      let parts = partsFor(message.text, Boolean(message.buttons?.length));
-      if (files.length) {
-        // The first part of the text is the files' comment; the rest follows as messages.
-        const comment = message.buttons?.length ? undefined : parts.shift();
-        for (const [i, file] of files.entries()) {
-          const uploaded: any = await call(
-            'files.uploadV2',
-            () =>
-              client.files.uploadV2({
-                channel_id: channel,
-                file,
-                filename: path.basename(file),
-                ...(i === 0 && comment?.source.trim() ? { initial_comment: comment.mrkdwn } : {}),
-                ...(message.thread ? { thread_ts: message.thread } : {}),
-              } as webApi.FilesUploadV2Arguments),
-            ids.length > 0,
-          );
-          ids.push(shareTs(uploaded, channel) ?? String(uploaded.files?.[0]?.files?.[0]?.id ?? ''));
-        }
-        parts = parts.filter((p) => p.source.trim() || message.buttons?.length);
-      }
-      await postParts(channel, parts, message, ids);
-      return { ids, ...(message.thread ? { thread: message.thread } : {}) };
-    },
-
-    async edit(chat, messageId, text) {
-      const channel = await channelFor(chat);
-      const [part] = formatForSlack(text);
-      const mrkdwn = part?.mrkdwn ?? ' ';
-      // The buttons go; the outcome is shown in their place.
-      const blocks = mrkdwn.length <= SECTION_LIMIT && mrkdwn.trim() ? [{ type: 'section', text: { type: 'mrkdwn', text: mrkdwn } }] : [];
-      await call('chat.update', () => client.chat.update({ channel, ts: messageId, text: mrkdwn, blocks }), false);
-    },
-
-    async react(chat, messageId, emoji) {
-      const name = slackEmojiName(emoji);
-      if (!name) {
-        throw new PlatformError({ platform: 'slack', method: 'reactions.add', retryable: false, message: `${emoji} is not an emoji Slack has a name for; use a standard emoji such as 👍 ✅ 👀 🎉` });
-      }
-      const channel = await channelFor(chat);
-      try {
-        await client.reactions.add({ channel, timestamp: messageId, name });
-      } catch (err) {
-        if (slackErrorCode(err) === 'already_reacted') return;
-        throw toPlatformError(err, 'reactions.add', false);
-      }
-    },
+    ...sending,
 
     download: (attachment, directory) => downloadFile({ client, botToken: options.botToken, apiUrl: slackApiUrl, signal: stopper.signal }, attachment, directory),
 
-    draft(target) {
-      let channel: string | undefined;
-      const resolve = async () => (channel ??= await channelFor(target.chat));
-      return createSlackDraft({
-        target,
-        group: !isDmChannel(target.chat) && !isUserId(target.chat),
-        log,
-        calls: {
-          post: async (text) => {
-            const sent = await client.chat.postMessage({ channel: await resolve(), text, mrkdwn: true, unfurl_links: false, unfurl_media: false, ...(target.thread ? { thread_ts: target.thread } : {}) });
-            return String(sent.ts);
-          },
-          update: async (ts, text) => {
-            await client.chat.update({ channel: await resolve(), ts, text, blocks: [] });
-          },
-          send: (message) => connector.send(message),
-          retryAfterMs: (err) => {
-            const seconds = (err as { retryAfter?: number }).retryAfter ?? (err as any)?.data?.response_metadata?.retryAfter;
-            return typeof seconds === 'number' ? seconds * 1000 : undefined;
-          },
-          isGone: (err) => slackErrorCode(err) === 'message_not_found',
-        },
-      });
-    },
   };
   return connector;
 }
