@@ -11,6 +11,8 @@ export type PlatformName = 'telegram' | 'discord' | 'slack';
 export const GROUP = 'group';
 /** The Telegram group the persona answers in when mentioned. */
 export const TELEGRAM_GROUP = '-1009000';
+/** The Slack channel the persona answers in when mentioned. */
+export const SLACK_CHANNEL = 'C0FAULTS';
 /** The bot's username in the fake Bot API (its getMe). */
 const TELEGRAM_BOT = 'parlor_test_bot';
 
@@ -28,6 +30,11 @@ export interface Platform {
   dm(person: string, text: string): Promise<{ ref: string; accepted: boolean | 'unknown' }>;
   /** Posts in the persona's group, mentioning the bot (where the platform has groups here). */
   mention?(person: string, text: string): Promise<{ ref: string; accepted: boolean | 'unknown' }>;
+  /**
+   * Each mention is answered in a thread of its own (a conversation of its own), so the group's replies have no
+   * order across mentions to keep.
+   */
+  threadPerMention?: true;
   /** What the bot has in the person's DM (or, for `GROUP`, in the group) now, oldest first. */
   messages(person: string): BotMessage[];
   click(person: string, message: BotMessage, label: string): Promise<void>;
@@ -180,9 +187,17 @@ export function slackPlatform(fake: FakeSlack): Platform {
       const accepted = await deliver(delivery);
       return { ref: String(delivery.envelope.payload.event_id ?? ''), accepted };
     },
+    async mention(user, text) {
+      // Two envelopes for one post (app_mention and message), each retried on its own until acknowledged.
+      const { mention, message } = await fake.mention({ user, channel: SLACK_CHANNEL, text });
+      posted.push(mention, message);
+      const acked = await Promise.all([deliver(mention), deliver(message)]);
+      return { ref: String(mention.envelope.payload.event.ts), accepted: acked.some(Boolean) };
+    },
+    threadPerMention: true,
     messages(user) {
       const at = created();
-      return fake.messages(imChannelFor([user])).map((m) => ({
+      return fake.messages(user === GROUP ? SLACK_CHANNEL : imChannelFor([user])).map((m) => ({
         id: m.ts,
         text: m.text ?? '',
         buttons: (m.blocks ?? [])

@@ -31,6 +31,8 @@ export interface FaultConfig {
 export interface FaultReport {
   seconds: number;
   sent: Record<PlatformName, number>;
+  /** Of those, posts in a group that mention the bot. */
+  mentions: Record<PlatformName, number>;
   accepted: number;
   notAccepted: number;
   clicks: number;
@@ -382,6 +384,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   const report: FaultReport = {
     seconds: 0,
     sent: { telegram: 0, discord: 0, slack: 0 },
+    mentions: { telegram: 0, discord: 0, slack: 0 },
     accepted: 0,
     notAccepted: 0,
     clicks,
@@ -437,6 +440,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   const textsOf = (platform: PlatformName, person: string) => allMessages.filter((m) => m.platform === platform && m.person === person).map((m) => m.message);
   for (const s of sent) {
     report.sent[s.platform]++;
+    if (s.person === GROUP) report.mentions[s.platform]++;
     const accepted =
       s.platform === 'telegram' ? true : s.platform === 'slack' ? s.accepted === true || [...inbound].some((k) => k.startsWith('slack:') && k.includes(s.ref)) : inboundHas(inbound, s);
     if (!accepted) {
@@ -487,7 +491,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   }
   // Per chat, echo replies come in the order the messages were sent.
   for (const platform of Object.values(platforms)) {
-    for (const person of [...people[platform.name].echo, ...(platform.mention ? [GROUP] : [])]) {
+    for (const person of [...people[platform.name].echo, ...(platform.mention && !platform.threadPerMention ? [GROUP] : [])]) {
       const order = sent.filter((s) => s.platform === platform.name && s.person === person).map((s) => s.token);
       const replied = textsOf(platform.name, person)
         .filter((m) => m.text.startsWith('echo: '))
@@ -568,7 +572,7 @@ export function formatReport(r: FaultReport): string {
   const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
   const lines = [
     `Fault run: ${r.seconds} s`,
-    `  messages sent: ${r.sent.telegram + r.sent.discord + r.sent.slack} (Telegram ${r.sent.telegram}, Discord ${r.sent.discord}, Slack ${r.sent.slack}); accepted ${r.accepted}, not taken by the platform's connection ${r.notAccepted}`,
+    `  messages sent: ${r.sent.telegram + r.sent.discord + r.sent.slack} (Telegram ${r.sent.telegram}, Discord ${r.sent.discord}, Slack ${r.sent.slack}; mentions in a group ${r.mentions.telegram}/${r.mentions.discord}/${r.mentions.slack}); accepted ${r.accepted}, not taken by the platform's connection ${r.notAccepted}`,
     `  approvals: ${r.clicks} clicks; allowed ${r.approvals.allowed}, denied ${r.approvals.denied}, expired ${r.approvals.expired}; reminders set ${r.reminders}, fired ${r.remindersFired}`,
     `  kills (SIGKILL): ${r.kills}; Postgres restarts: ${r.postgresRestarts}; exits nobody caused: ${r.crashes}`,
     `  faults: ${Object.entries(r.faults).sort().map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,

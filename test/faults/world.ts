@@ -15,7 +15,7 @@ import { startFakeLlm, type FakeHandler, type FakeLlm } from '../support/fake-ll
 import { startFakeSlack, type FakeSlack } from '../support/fake-slack.ts';
 import { startFakeTelegram, type BotApiReply, type FakeTelegram } from '../support/fake-telegram.ts';
 import { writePersonas } from '../support/harness.ts';
-import { TELEGRAM_GROUP } from './platforms.ts';
+import { SLACK_CHANNEL, TELEGRAM_GROUP } from './platforms.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = path.join(root, 'bin/parlor.js');
@@ -147,6 +147,7 @@ export async function startWorld(options: WorldOptions): Promise<World> {
         channels: [
           { connector: 'telegram', chat: TELEGRAM_GROUP, mention: true },
           { connector: 'discord', chat: discord.channel('general').id, mention: true },
+          { connector: 'slack', chat: SLACK_CHANNEL, mention: true },
         ],
       },
       // `mark` asks first; an approval nobody answers expires within the run.
