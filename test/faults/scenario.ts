@@ -227,7 +227,8 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     const at = Date.now();
     const result = await (inGroup && platform.mention ? platform.mention(person, text) : platform.dm(person, text)).catch(() => ({ ref: '', accepted: false as const }));
     sent.push({ platform: platform.name, person: inGroup ? GROUP : person, token, kind, at, ref: result.ref, accepted: result.accepted });
-    return token;
+    // A post the platform did not take (no connection to hand it to) has no answer to wait for.
+    return { token, taken: result.accepted !== false };
   };
   const waitFor = async <T>(check: () => T | undefined, timeoutMs: number): Promise<T | undefined> => {
     const deadline = Date.now() + timeoutMs;
@@ -259,8 +260,8 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
         (async () => {
           while (running) {
             // One at a time: the model sets one reminder per message it answers.
-            const token = await post(platform, person, 'remind');
-            await waitFor(() => platform.messages(person).some((m) => m.text === `set ${token}`), 90_000);
+            const { token, taken } = await post(platform, person, 'remind');
+            if (taken) await waitFor(() => platform.messages(person).some((m) => m.text === `set ${token}`), 90_000);
             await sleep(between(1000, 4000));
           }
         })(),
@@ -270,7 +271,11 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
       loops.push(
         (async () => {
           while (running) {
-            const token = await post(platform, person, 'ask');
+            const { token, taken } = await post(platform, person, 'ask');
+            if (!taken) {
+              await sleep(between(500, 1500));
+              continue;
+            }
             // The approval prompt: the newest message with buttons that names the token.
             const prompt = await waitFor(() => platform.messages(person).findLast((m: BotMessage) => m.buttons.length > 0 && m.text.includes(token)), 90_000);
             if (prompt) {
