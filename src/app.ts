@@ -172,7 +172,7 @@ export async function startApp(options: AppOptions): Promise<App> {
   let url = settings.databaseUrl;
   if (!url) {
     embedded = await startEmbeddedPostgres(settings.home, (msg) => log.info(msg));
-    url = embedded.url;
+    url = embedded.localUrl;
   }
   const cleanups: (() => Promise<void>)[] = [];
   const cleanup = async () => {

@@ -78,7 +78,7 @@ export async function runDoctor(
       name: 'database',
       run: async () => {
         const embedded = settings.databaseUrl ? undefined : await startEmbeddedPostgres(settings.home);
-        const url = settings.databaseUrl ?? embedded!.url;
+        const url = settings.databaseUrl ?? embedded!.localUrl;
         try {
           const db = await connectDatabase(url, { max: 1 });
           const [row] = await db.sql<{ version: string; migrated: boolean }[]>`

@@ -9,7 +9,7 @@ import { startEmbeddedPostgres } from '#src/db/embedded-postgres.ts';
 export async function openDatabase(settings: Settings, log: (message: string) => void = () => {}): Promise<{ database: Database; close(): Promise<void> }> {
   const embedded = settings.databaseUrl ? undefined : await startEmbeddedPostgres(settings.home, log);
   try {
-    const database = await connectDatabase(settings.databaseUrl ?? embedded!.url, { max: 2 });
+    const database = await connectDatabase(settings.databaseUrl ?? embedded!.localUrl, { max: 2 });
     await migrateDatabase(database);
     return {
       database,

@@ -41,9 +41,31 @@ function newApplicationName(): string {
   return `parlor:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
+/**
+ * What postgres.js is given for a database URL. libpq's `host` and `port` parameters name the server
+ * (`postgres:///parlor?host=/run/postgresql`, the usual way to reach a server on the same machine through its Unix
+ * socket): a directory is where its socket is, as node-postgres (pg-boss's driver) reads it too. postgres.js alone
+ * would send them to the server as settings, which it refuses.
+ */
+export function postgresTarget(url: string): { url: string; options: { path?: string; host?: string; port?: number } } {
+  const parsed = new URL(url);
+  const host = parsed.searchParams.get('host');
+  const port = parsed.searchParams.get('port');
+  if (host === null && port === null) return { url, options: {} };
+  parsed.searchParams.delete('host');
+  parsed.searchParams.delete('port');
+  const options: { path?: string; host?: string; port?: number } = {};
+  if (port !== null) options.port = Number(port);
+  if (host?.startsWith('/')) options.path = path.join(host, `.s.PGSQL.${port ?? (parsed.port || '5432')}`);
+  else if (host) options.host = host;
+  return { url: parsed.toString(), options };
+}
+
 export async function connectDatabase(url: string, options: { max?: number } = {}): Promise<Database> {
   const applicationName = newApplicationName();
-  const sql = postgres(url, {
+  const target = postgresTarget(url);
+  const sql = postgres(target.url, {
+    ...target.options,
     max: options.max ?? 10,
     onnotice: () => {},
     connection: { application_name: applicationName },
@@ -61,7 +83,8 @@ export async function connectDatabase(url: string, options: { max?: number } = {
   }
   const db = drizzle(preparing(sql), { schema });
   // Connects when first used and lets idle connections go; the same session name, so other processes see one process.
-  const relaxed = postgres(url, {
+  const relaxed = postgres(target.url, {
+    ...target.options,
     max: options.max ?? 10,
     idle_timeout: 60,
     onnotice: () => {},

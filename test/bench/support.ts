@@ -9,6 +9,11 @@ import { startEmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
 
 export interface BenchDatabase {
   url: string;
+  /**
+   * What a Parlor process under bench is given: on the embedded server, its Unix socket, as `parlor start` reaches its
+   * own embedded Postgres (BENCH_TCP=1: over TCP, to compare); `url` on a given server.
+   */
+  parlorUrl: string;
   /** The embedded server's data directory (undefined on a given server): its processes' CPU is readable. */
   dataDir?: string;
   /** Whether pg_stat_statements is loaded and created in the database. */
@@ -50,8 +55,12 @@ export async function createBenchDatabase(options: { statements?: boolean } = {}
       .catch(() => false)
       .finally(() => bench.end());
   }
+  const local = embedded && process.env.BENCH_TCP !== '1' ? new URL(embedded.localUrl).searchParams.get('host') : null;
+  const parlorUrl = new URL(url);
+  if (local) parlorUrl.searchParams.set('host', local);
   return {
     url: url.toString(),
+    parlorUrl: parlorUrl.toString(),
     dataDir: embedded?.dataDir,
     statements,
     async drop() {

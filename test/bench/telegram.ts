@@ -7,7 +7,8 @@
 // transactions Postgres saw, and a CPU profile by package. Prints figures; asserts nothing.
 //
 // Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (100 DMs), LOG_LEVEL (warn, Parlor's),
-// BENCH_PROFILE (1: take the profiled burst).
+// BENCH_PROFILE (1: take the profiled burst), BENCH_PROFILE_TOP (N: its N costliest functions), BENCH_PROFILE_FILE
+// (a path: the raw profile, which DevTools opens).
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { createServer, request } from 'node:http';
@@ -169,7 +170,7 @@ async function main() {
     {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
-      DATABASE_URL: database.url,
+      DATABASE_URL: database.parlorUrl,
       LLM_BASE_URL: fake.openaiBaseUrl,
       LLM_MODEL: 'fake-model',
       PARLOR_PERSONAS_DIR: personasDir,
@@ -333,6 +334,8 @@ async function main() {
     const cpu = (processCpuMs(parlorPid)! - cpu0) / (CHATS * PER_CHAT);
     const profile = await profiler.stop();
     profiler.close();
+    // BENCH_PROFILE_FILE=path: the raw profile too (a .cpuprofile that DevTools opens).
+    if (process.env.BENCH_PROFILE_FILE) await fs.writeFile(process.env.BENCH_PROFILE_FILE, JSON.stringify(profile));
     const { self, inclusive, functions, sampledMs } = summariseProfile(profile);
     const dms = CHATS * PER_CHAT;
     console.log(`\nParlor's CPU in a profiled burst, ms per DM (${cpu.toFixed(1)} ms by /proc; ${(sampledMs / dms).toFixed(1)} ms on the main thread's samples)`);

@@ -120,6 +120,10 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   const url = new URL(adminUrl);
   url.pathname = `/${name}`;
   const databaseUrl = url.toString();
+  // The Parlor processes reach an embedded server as `parlor start` reaches its own: through its Unix socket.
+  const socketDir = embedded ? new URL(embedded.localUrl).searchParams.get('host') : null;
+  if (socketDir) url.searchParams.set('host', socketDir);
+  const parlorUrl = url.toString();
   const migrating = await connectDatabase(databaseUrl);
   await migrateDatabase(migrating);
   await migrating.close();
@@ -167,7 +171,7 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   );
   const home = path.join(scratch, 'home');
   await fs.mkdir(home, { recursive: true });
-  const env = envFor({ databaseUrl, personasDir, home, model, telegram, discord, slack });
+  const env = envFor({ databaseUrl: parlorUrl, personasDir, home, model, telegram, discord, slack });
 
   const processes: ParlorProcess[] = [];
   const crashes: ProcessExit[] = [];
