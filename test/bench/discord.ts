@@ -99,7 +99,7 @@ async function main() {
   const llm = await startFakeLlm();
   const personasDir = await writePersonas({ bench: { connectors: { users: users.map((u) => `discord:${fake.user(u.username).id}`) } } });
   const log = pino({ level: process.env.LOG_LEVEL ?? 'warn' });
-  const settings = parseSettings({ DATABASE_URL: database.url, LLM_BASE_URL: llm.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir });
+  const settings = parseSettings({ DATABASE_URL: database.parlorUrl, LLM_BASE_URL: llm.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir });
   const app = await startApp({
     settings,
     log,

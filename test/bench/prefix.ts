@@ -41,7 +41,7 @@ async function main() {
   const database = await createBenchDatabase();
   const fake = await startFakeLlm();
   const personasDir = await writePersonas({ bench: { soul: 'You are a benchmark persona who helps with everyday plans.', connectors: { users: ['chat:u1'] } } });
-  const settings = parseSettings({ DATABASE_URL: database.url, LLM_BASE_URL: fake.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir });
+  const settings = parseSettings({ DATABASE_URL: database.parlorUrl, LLM_BASE_URL: fake.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir });
   const chat = createRecordingConnector('chat');
   const app = await startApp({ settings, log: pino({ level: 'warn' }), worker: true, connectors: () => [chat] });
 

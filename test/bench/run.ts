@@ -68,7 +68,7 @@ async function main() {
     bench: { soul: 'You are a benchmark persona.', connectors: { users: users.map((u) => `bench:${u}`) } },
   });
   const settings = parseSettings({
-    DATABASE_URL: database.url,
+    DATABASE_URL: database.parlorUrl,
     LLM_BASE_URL: fake.openaiBaseUrl,
     LLM_MODEL: 'fake-model',
     PARLOR_PERSONAS_DIR: personasDir,

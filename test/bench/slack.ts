@@ -98,7 +98,7 @@ async function main() {
   const personasDir = await writePersonas({ bench: { connectors: { users: Array.from({ length: CHANNELS }, (_, i) => `slack:${userOf(i)}`) } } });
   const log = pino({ level: process.env.LOG_LEVEL ?? 'warn' });
   const app = await startApp({
-    settings: parseSettings({ DATABASE_URL: database.url, LLM_BASE_URL: llm.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir }),
+    settings: parseSettings({ DATABASE_URL: database.parlorUrl, LLM_BASE_URL: llm.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir }),
     log,
     workerConcurrency: 8,
     connectors: () => [createSlackConnector({ botToken: fake.botToken, appToken: fake.appToken, apiUrl: fake.apiUrl, log })],

@@ -44,7 +44,7 @@ async function main() {
   for (const count of COUNTS) {
     const personasDir = await writePersonas({ bench: { soul: 'You are a benchmark persona who helps with everyday plans.', connectors: { users: ['chat:u1'] } } });
     for (let i = 0; i < count; i++) await writeTool(path.join(personasDir, 'bench', 'tools'), i);
-    const settings = parseSettings({ DATABASE_URL: database.url, LLM_BASE_URL: fake.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir });
+    const settings = parseSettings({ DATABASE_URL: database.parlorUrl, LLM_BASE_URL: fake.openaiBaseUrl, LLM_MODEL: 'fake-model', PARLOR_PERSONAS_DIR: personasDir });
     const chat = createRecordingConnector('chat');
     const app = await startApp({ settings, log: pino({ level: 'warn' }), worker: true, connectors: () => [chat] });
     fake.reset();

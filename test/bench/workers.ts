@@ -49,7 +49,7 @@ async function main() {
   const personasDir = await writePersonas({ bench: { soul: 'You are a benchmark persona.', connectors: { users } } });
   const home = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-bench-workers-'));
   const env = {
-    DATABASE_URL: database.url,
+    DATABASE_URL: database.parlorUrl,
     LLM_BASE_URL: fake.openaiBaseUrl,
     LLM_MODEL: 'fake-model',
     PARLOR_PERSONAS_DIR: personasDir,
