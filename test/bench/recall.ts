@@ -100,7 +100,7 @@ async function fill(db: Awaited<ReturnType<typeof connectDatabase>>['db'], perso
 async function main() {
   const database = await createBenchDatabase();
   const log = pino({ level: 'warn' });
-  const app = await connectDatabase(database.url);
+  const app = await connectDatabase(database.parlorUrl);
   await migrateDatabase(app);
   const { pg_trgm } = await extensionStates(app.db, ['pg_trgm']);
   const jobs = await startJobSystem(app, log);

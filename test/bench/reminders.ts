@@ -372,7 +372,7 @@ async function main() {
   );
   const results = [];
   try {
-    for (const [i, concurrency] of CONCURRENCIES.entries()) results.push({ concurrency, ...(await runOnce(database.url, fake, i + 1, concurrency)) });
+    for (const [i, concurrency] of CONCURRENCIES.entries()) results.push({ concurrency, ...(await runOnce(database.parlorUrl, fake, i + 1, concurrency)) });
   } finally {
     await fake.close();
     await database.drop();
