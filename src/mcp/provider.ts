@@ -285,8 +285,9 @@ function resolveTarget(entry: McpServerEntry, source: SecretSource, used: string
 /** Changes when the file is saved again (or appears, or goes). */
 function fileStamp(file: string): string {
   try {
-    const stat = fs.statSync(file);
-    return `${stat.mtimeMs}:${stat.ctimeMs}:${stat.size}:${stat.ino}`;
+    // Most turns find no file: undefined is cheaper than the error it would throw.
+    const stat = fs.statSync(file, { throwIfNoEntry: false });
+    return stat ? `${stat.mtimeMs}:${stat.ctimeMs}:${stat.size}:${stat.ino}` : 'absent:ENOENT';
   } catch (err) {
     return `absent:${(err as NodeJS.ErrnoException).code}`;
   }

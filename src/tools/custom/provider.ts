@@ -1,7 +1,8 @@
 // Custom tools a user adds as folders: in a persona's own `tools/` folder and in a folder shared by every persona
 // (PARLOR_TOOLS_DIR). Each call of tools() looks at the folders again, so adding, changing or removing one takes
-// effect on the next turn; a folder is read again only when its files' times change.
-import type { Dirent } from 'node:fs';
+// effect on the next turn; a folder is read again only when its files' times change. The look is a few synchronous
+// readdir and stat calls, microseconds each on a local disk; through fs/promises each cost a turn tens of them.
+import fss, { type Dirent } from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -92,8 +93,8 @@ export function createCustomToolProvider(options: CustomToolProviderOptions): Cu
   async function reload(folder: string, persona: Persona | undefined): Promise<Loaded> {
     const cached = loaded.get(folder);
     const executable = cached && 'tool' in cached.outcome ? cached.outcome.executable : undefined;
-    const before = await folderSignature(folder);
-    if (cached && cached.signature === before + (await fileSignature(executable))) return cached;
+    const before = folderSignature(folder);
+    if (cached && cached.signature === before + fileSignature(executable)) return cached;
     let outcome: Loaded['outcome'];
     try {
       const read = await readManifest(folder, reserved);
@@ -108,7 +109,7 @@ export function createCustomToolProvider(options: CustomToolProviderOptions): Cu
     if ('problem' in outcome) options.log.warn(fields, `custom tool left out: ${outcome.problem}`);
     else options.log.info({ ...fields, tool: outcome.tool.name }, cached ? 'custom tool reloaded' : 'custom tool loaded');
     // Which executable to watch is known once tool.json has been read: its times are taken now.
-    const entry = { signature: before + (await fileSignature('tool' in outcome ? outcome.executable : undefined)), outcome };
+    const entry = { signature: before + fileSignature('tool' in outcome ? outcome.executable : undefined), outcome };
     loaded.set(folder, entry);
     return entry;
   }
@@ -168,7 +169,7 @@ export function createCustomToolProvider(options: CustomToolProviderOptions): Cu
 async function toolFolders(root: string, shared: boolean): Promise<{ list: string[] } | { problem: string }> {
   let entries: Dirent[];
   try {
-    entries = await fs.readdir(root, { withFileTypes: true });
+    entries = fss.readdirSync(root, { withFileTypes: true });
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT') return shared ? { problem: `the shared tools folder ${root} (PARLOR_TOOLS_DIR) does not exist` } : { list: [] };
@@ -179,21 +180,34 @@ async function toolFolders(root: string, shared: boolean): Promise<{ list: strin
   for (const entry of entries) {
     if (entry.name.startsWith('.')) continue;
     const full = path.join(root, entry.name);
-    if (entry.isDirectory() || (entry.isSymbolicLink() && (await fs.stat(full).catch(() => undefined))?.isDirectory())) list.push(full);
+    if (entry.isDirectory() || (entry.isSymbolicLink() && statOf(full)?.isDirectory())) list.push(full);
   }
   return { list: list.sort() };
 }
 
 /** The folder and everything directly in it (tool.json, a script just made executable) as they are now. */
-async function folderSignature(folder: string): Promise<string> {
-  const names = await fs.readdir(folder).catch(() => [] as string[]);
-  const parts = await Promise.all([folder, ...names.sort().map((name) => path.join(folder, name))].map(fileSignature));
-  return parts.join('|');
+function folderSignature(folder: string): string {
+  let names: string[];
+  try {
+    names = fss.readdirSync(folder);
+  } catch {
+    names = [];
+  }
+  return [folder, ...names.sort().map((name) => path.join(folder, name))].map(fileSignature).join('|');
 }
 
 /** Name, inode, size, times and mode: what changes when a file is replaced, written or made executable. */
-async function fileSignature(file: string | undefined): Promise<string> {
+function fileSignature(file: string | undefined): string {
   if (!file) return '';
-  const stat = await fs.stat(file).catch(() => undefined);
+  const stat = statOf(file);
   return stat ? `|${path.basename(file)}:${stat.ino}:${stat.size}:${stat.mtimeMs}:${stat.ctimeMs}:${stat.mode}` : '|-';
+}
+
+/** The file's stat, following links; undefined when it is not there or cannot be looked at. */
+function statOf(file: string): fss.Stats | undefined {
+  try {
+    return fss.statSync(file, { throwIfNoEntry: false });
+  } catch {
+    return undefined;
+  }
 }
