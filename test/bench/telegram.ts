@@ -283,7 +283,25 @@ async function main() {
   await isolated(PARLOR_TOKEN, 'warm-up (Parlor)', 20);
 
   const floorBurst = await burst(ECHO_TOKEN, `floor, ${CHATS} chats × ${PER_CHAT}`);
+  // Parlor's memory through the burst, sampled: what its peak is made of.
+  const inspector = await connectProfiler(parlor.inspector);
+  let peakMemory: Awaited<ReturnType<typeof inspector.memory>> | undefined;
+  let sampling = true;
+  const memorySampler = (async () => {
+    while (sampling) {
+      const now = await inspector.memory().catch(() => undefined);
+      if (now && now.rss > (peakMemory?.rss ?? 0)) peakMemory = now;
+      await sleep(100);
+    }
+  })();
+  // BENCH_ALLOCATIONS=N: the N functions that allocate the most in the burst (sampled; it slows the burst a little).
+  const allocationsTop = Number(process.env.BENCH_ALLOCATIONS ?? 0);
+  if (allocationsTop) await inspector.startAllocations();
   const parlorBurst = await measured(CHATS * PER_CHAT, () => burst(PARLOR_TOKEN, `Parlor, ${CHATS} chats × ${PER_CHAT}`));
+  sampling = false;
+  await memorySampler;
+  const allocations = allocationsTop ? await inspector.stopAllocations() : undefined;
+  inspector.close();
   const rssAfterBurst = processRssMb(parlorPid);
   const floorOne = await isolated(ECHO_TOKEN, 'floor, isolated DMs');
   const parlorOne = await measured(ISOLATED, () => isolated(PARLOR_TOKEN, 'Parlor, isolated DMs'));
@@ -356,6 +374,20 @@ async function main() {
     `\npeak RSS of parlor start: ${rssAfterBurst?.peak.toFixed(0) ?? '-'} MB after the burst (aim ≤ 150 MB), ${rss?.peak.toFixed(0) ?? '-'} MB at the end` +
       `${PROFILE ? ' (with the profiler)' : ''}; now ${rss?.now.toFixed(0) ?? '-'} MB`,
   );
+  if (allocations) {
+    const total = [...allocations.values()].reduce((a, b) => a + b, 0);
+    console.log(`  allocated in the burst: ${(total / 1024 / CHATS / PER_CHAT).toFixed(0)} KB per DM; the ${allocationsTop} functions that allocate most, KB per DM`);
+    for (const [site, bytes] of [...allocations].sort((a, b) => b[1] - a[1]).slice(0, allocationsTop)) {
+      console.log(`    ${(bytes / 1024 / CHATS / PER_CHAT).toFixed(1).padStart(7)}  ${site}`);
+    }
+  }
+  if (peakMemory) {
+    const m = peakMemory;
+    console.log(
+      `  at its sampled peak in the burst, RSS ${m.rss.toFixed(0)} MB: V8 heap ${m.heapTotal.toFixed(0)} MB (${m.heapUsed.toFixed(0)} in use), ` +
+        `outside it (buffers) ${m.external.toFixed(0)} MB, the rest (code, stacks, malloc, the node binary) ${(m.rss - m.heapTotal - m.external).toFixed(0)} MB`,
+    );
+  }
 
   await stopChild(parlor.child);
   echo.disconnect();

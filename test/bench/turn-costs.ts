@@ -200,6 +200,12 @@ export function summariseProfile(profile: Profile): {
   return { self, inclusive, functions, sampledMs };
 }
 
+interface AllocationNode {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: AllocationNode[];
+}
+
 /** A CPU profiler on a process started with `--inspect`, driven over its DevTools socket. */
 export async function connectProfiler(wsUrl: string) {
   const socket = new WebSocket(wsUrl);
@@ -228,6 +234,28 @@ export async function connectProfiler(wsUrl: string) {
   return {
     start: () => call('Profiler.start'),
     stop: async () => (await call<{ profile: Profile }>('Profiler.stop')).profile,
+    /** Samples allocations (every 32 KB), the collected ones too: where the garbage comes from. */
+    startAllocations: () =>
+      call('HeapProfiler.startSampling', { samplingInterval: 32 * 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: true }),
+    /** Bytes allocated by function (`name file:line`), since startAllocations. */
+    stopAllocations: async () => {
+      const { profile } = await call<{ profile: { head: AllocationNode } }>('HeapProfiler.stopSampling');
+      const bySite = new Map<string, number>();
+      const walk = (node: AllocationNode) => {
+        const { functionName, url, lineNumber } = node.callFrame;
+        const site = `${functionName || '(anonymous)'} ${url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(src|connectors|tools|dist)\//, '$1/')}:${lineNumber}`;
+        if (node.selfSize) bySite.set(site, (bySite.get(site) ?? 0) + node.selfSize);
+        for (const child of node.children) walk(child);
+      };
+      walk(profile.head);
+      return bySite;
+    },
+    /** The process's own `process.memoryUsage()`, in MB. */
+    memory: async () => {
+      const { result } = await call<{ result: { value: string } }>('Runtime.evaluate', { expression: 'JSON.stringify(process.memoryUsage())' });
+      const bytes = JSON.parse(result.value) as Record<'rss' | 'heapTotal' | 'heapUsed' | 'external' | 'arrayBuffers', number>;
+      return Object.fromEntries(Object.entries(bytes).map(([k, v]) => [k, v / 1024 / 1024])) as typeof bytes;
+    },
     close: () => socket.close(),
   };
 }
