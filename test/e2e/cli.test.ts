@@ -137,6 +137,7 @@ describe('the command line', () => {
     const [shebang] = (await fs.readFile(bin, 'utf8')).split('\n');
     const flags = /^#!\/usr\/bin\/env -S node((?: --[\w-]+=\S+)*)$/.exec(shebang)?.[1];
     expect(flags).toContain('--max-semi-space-size=');
+    expect(flags).toContain('--heap-growing-percent=');
     expect(pkg.scripts.start).toBe(`node${flags} bin/parlor.js start`);
   });
 });
