@@ -68,11 +68,11 @@ async function chooseDataDir(root: string, user: OsUser | undefined, systemDir: 
 
 /**
  * Where the server's Unix socket goes: its data directory, which only its own user (and root) may enter. None when
- * the socket's path would be over the system's 107 bytes, or the directory's name has characters the server's
- * option cannot carry.
+ * the socket's path would be too long for one (103 bytes on macOS, 107 on Linux: the server would not start), or the
+ * directory's name has characters the server's option cannot carry.
  */
 function socketDirFor(dataDir: string, port: number): string | undefined {
-  return /^[\w/.@+-]+$/.test(dataDir) && Buffer.byteLength(socketPath(dataDir, port)) <= 107 ? dataDir : undefined;
+  return /^[\w/.@+-]+$/.test(dataDir) && Buffer.byteLength(socketPath(dataDir, port)) <= 103 ? dataDir : undefined;
 }
 
 const socketPath = (dir: string, port: number) => path.join(dir, `.s.PGSQL.${port}`);
