@@ -2,7 +2,7 @@ import type { LlmSettings } from '#src/config/env.ts';
 import { withRetries } from '#src/retry.ts';
 import type { ModelClient } from './types.ts';
 
-/** Loads only the SDK of the configured provider (each weighs tens of MB). */
+/** Loads only the configured provider's client (the Anthropic SDK weighs tens of MB). */
 export async function createModelClient(settings: LlmSettings): Promise<ModelClient> {
   const options = { baseUrl: settings.baseUrl, apiKey: settings.apiKey, stallMs: settings.stallMs };
   return settings.provider === 'anthropic'
