@@ -11,9 +11,11 @@ const DRIVER_CODES = new Set(['CONNECTION_CLOSED', 'CONNECTION_ENDED', 'CONNECTI
  */
 export function databaseUnavailable(err: unknown): boolean {
   for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const code = (e as { code?: unknown }).code;
+    const { code, syscall } = e as { code?: unknown; syscall?: unknown };
     if (typeof code !== 'string') continue;
     if (DRIVER_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03') return true;
+    // A server reached through its Unix socket takes the socket's file away while it restarts.
+    if (code === 'ENOENT' && syscall === 'connect') return true;
   }
   return false;
 }

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { InboundEvent, IngressResult } from '#src/connector.ts';
 import { describeError, type Queryable } from '#src/db/client.ts';
 import { recordInboundFailure } from '#src/db/inbound-failures.ts';
+import { databaseUnavailable } from '#src/db/unavailable.ts';
 
 /** Failed attempts to store one event before it is set aside, so one bad event cannot hold up every chat. */
 export const DEAD_LETTER_AFTER = 3;
@@ -11,6 +12,7 @@ export const DEAD_LETTER_AFTER = 3;
  * SQLSTATE classes 08 (connection), 40 (serialization, deadlock), 53 (resources), 57 (shutdown, cancel), 58 (system).
  */
 export function isTransientStoreError(err: unknown): boolean {
+  if (databaseUnavailable(err)) return true;
   for (let e = err, depth = 0; e && typeof e === 'object' && depth < 8; e = (e as { cause?: unknown }).cause, depth++) {
     const { code, name } = e as { code?: unknown; name?: unknown };
     if (name === 'DatabaseUnavailableError') return true;

@@ -9,6 +9,8 @@ import postgres from 'postgres';
 import { afterEach, describe, expect, it } from 'vitest';
 import { connectDatabase, migrateDatabase, postgresTarget } from '../../src/db/client.ts';
 import { startEmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
+import { databaseUnavailable } from '../../src/db/unavailable.ts';
+import { isTransientStoreError } from '../../src/ingress/dead-letters.ts';
 import { startJobSystem } from '../../src/jobs/boss.ts';
 
 const cleanup: (() => Promise<unknown>)[] = [];
@@ -87,6 +89,26 @@ describe('the embedded Postgres over its Unix socket', () => {
     const seen = await transports(server.url, database.applicationName);
     expect(seen.length).toBeGreaterThanOrEqual(2);
     expect(new Set(seen)).toEqual(new Set(['socket']));
+  });
+
+  it("while the server restarts its socket's file is gone: that is the database away for a moment, as a refused connection is", async () => {
+    const server = await embedded(await scratchHome());
+    const { password, port } = new URL(server.url);
+    const database = await connectDatabase(server.localUrl);
+    cleanup.push(() => database.close());
+    await database.sql`select 1`;
+    await fs.rm(path.join(server.dataDir, `.s.PGSQL.${port}`));
+    // A new connection finds no socket (the pool's first one is still open: a second client is asked).
+    const fresh = postgres(`postgres://postgres:${password}@localhost/postgres`, { path: path.join(server.dataDir, `.s.PGSQL.${port}`), max: 1, onnotice: () => {}, connect_timeout: 5 });
+    const err = await fresh`select 1`.then(() => undefined, (e: unknown) => e);
+    await fresh.end();
+    expect(err).toMatchObject({ code: 'ENOENT', syscall: 'connect' });
+    expect(databaseUnavailable(err)).toBe(true);
+    // An event whose store meets it is delivered again, never counted towards setting it aside.
+    expect(isTransientStoreError(err)).toBe(true);
+    // Wrapped as drizzle wraps it, too; and a file that is missing for any other reason is not the database.
+    expect(databaseUnavailable(new Error('Failed query: select 1', { cause: err }))).toBe(true);
+    expect(databaseUnavailable(Object.assign(new Error('no such file'), { code: 'ENOENT', syscall: 'open' }))).toBe(false);
   });
 
   it('is reached over TCP when the socket is not there (a server started without one)', async () => {
