@@ -45,6 +45,20 @@ async function transports(url: string, applicationName: string): Promise<string[
   }
 }
 
+/** Parlor's connections on `url` and pg-boss's beside them all reach the server through its socket. */
+async function expectOnlyTheSocket(tcpUrl: string, url: string): Promise<void> {
+  const database = await connectDatabase(url);
+  cleanup.push(() => database.close());
+  await migrateDatabase(database);
+  const [row] = await database.sql<{ addr: string | null }[]>`select inet_client_addr()::text as addr`;
+  expect(row.addr).toBeNull();
+  const jobs = await startJobSystem(database, pino({ level: 'silent' }));
+  cleanup.push(() => jobs.stop());
+  const seen = await transports(tcpUrl, database.applicationName);
+  expect(seen.length).toBeGreaterThanOrEqual(2);
+  expect(new Set(seen)).toEqual(new Set(['socket']));
+}
+
 describe('postgresTarget', () => {
   it("takes libpq's host parameter: a directory is the socket's, a name is the host", () => {
     expect(postgresTarget('postgres://p:pw@127.0.0.1:6543/parlor?host=%2Fvar%2Frun%2Fpostgresql')).toEqual({
@@ -63,32 +77,14 @@ describe('the embedded Postgres over its Unix socket', () => {
     const server = await embedded(await scratchHome());
     expect(server.localUrl).toBe(`${server.url}?host=${encodeURIComponent(server.dataDir)}`);
 
-    const database = await connectDatabase(server.localUrl);
-    cleanup.push(() => database.close());
-    await migrateDatabase(database);
-    const [row] = await database.sql<{ addr: string | null }[]>`select inet_client_addr()::text as addr`;
-    expect(row.addr).toBeNull();
-    const jobs = await startJobSystem(database, pino({ level: 'silent' }));
-    cleanup.push(() => jobs.stop());
-
-    const seen = await transports(server.url, database.applicationName);
-    expect(seen.length).toBeGreaterThanOrEqual(2);
-    expect(new Set(seen)).toEqual(new Set(['socket']));
+    await expectOnlyTheSocket(server.url, server.localUrl);
   });
 
   it("a DATABASE_URL in libpq's socket form (?host=<dir>&port=<port>) reaches the server the same way", async () => {
     const server = await embedded(await scratchHome());
     const { password, port } = new URL(server.url);
     const given = `postgres://postgres:${password}@localhost/postgres?host=${encodeURIComponent(server.dataDir)}&port=${port}`;
-    const database = await connectDatabase(given);
-    cleanup.push(() => database.close());
-    const [row] = await database.sql<{ addr: string | null }[]>`select inet_client_addr()::text as addr`;
-    expect(row.addr).toBeNull();
-    const jobs = await startJobSystem(database, pino({ level: 'silent' }));
-    cleanup.push(() => jobs.stop());
-    const seen = await transports(server.url, database.applicationName);
-    expect(seen.length).toBeGreaterThanOrEqual(2);
-    expect(new Set(seen)).toEqual(new Set(['socket']));
+    await expectOnlyTheSocket(server.url, given);
   });
 
   it("while the server restarts its socket's file is gone: that is the database away for a moment, as a refused connection is", async () => {
