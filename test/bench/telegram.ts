@@ -23,6 +23,7 @@ import { writePersonas } from '../support/harness.ts';
 import { createBenchDatabase, percentile } from './support.ts';
 import {
   connectProfiler,
+  resetPeakRss,
   nextTransactionId,
   walFlushes,
   postgresCpuMs,
@@ -184,6 +185,7 @@ async function main() {
     parlorPort,
   );
   const parlorPid = parlor.child.pid!;
+  const rssAtStart = processRssMb(parlorPid);
 
   // The floor, a process of its own too.
   const echo = fork(path.join(import.meta.dirname, 'telegram-echo-bot.ts'), [], {
@@ -297,6 +299,9 @@ async function main() {
   // BENCH_ALLOCATIONS=N: the N functions that allocate the most in the burst (sampled; it slows the burst a little).
   const allocationsTop = Number(process.env.BENCH_ALLOCATIONS ?? 0);
   if (allocationsTop) await inspector.startAllocations();
+  // The peak of this burst alone: start-up and the warm-ups (when the code is compiled) peak apart from it.
+  const rssBeforeBurst = processRssMb(parlorPid);
+  const peakReset = resetPeakRss(parlorPid);
   const parlorBurst = await measured(CHATS * PER_CHAT, () => burst(PARLOR_TOKEN, `Parlor, ${CHATS} chats × ${PER_CHAT}`));
   sampling = false;
   await memorySampler;
@@ -371,7 +376,8 @@ async function main() {
   }
   const rss = processRssMb(parlorPid);
   console.log(
-    `\npeak RSS of parlor start: ${rssAfterBurst?.peak.toFixed(0) ?? '-'} MB after the burst (aim ≤ 150 MB), ${rss?.peak.toFixed(0) ?? '-'} MB at the end` +
+    `\npeak RSS of parlor start: ${rssAfterBurst?.peak.toFixed(0) ?? '-'} MB ${peakReset ? 'in the burst' : 'after the burst'} (aim ≤ 150 MB; ` +
+      `${rssBeforeBurst?.peak.toFixed(0) ?? '-'} MB before it, through the warm-ups, ${rssAtStart?.peak.toFixed(0) ?? '-'} MB once started), ${rss?.peak.toFixed(0) ?? '-'} MB at the end` +
       `${PROFILE ? ' (with the profiler)' : ''}; now ${rss?.now.toFixed(0) ?? '-'} MB`,
   );
   if (allocations) {

@@ -2,7 +2,7 @@
 // server's CPU (the postmaster, its live backends and those that have exited), the statements and writing commits
 // Postgres saw (pg_stat_statements, the next transaction id), and a CPU profile of the process taken through its
 // inspector, summed by package. Linux only; what cannot be read is reported as undefined.
-import { readFileSync, readdirSync } from 'node:fs';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type postgres from 'postgres';
 import { WebSocket } from 'ws';
@@ -36,6 +36,16 @@ export function processRssMb(pid: number): { peak: number; now: number } | undef
     return { peak: kb('VmHWM') / 1024, now: kb('VmRSS') / 1024 };
   } catch {
     return undefined;
+  }
+}
+
+/** Starts the process's peak RSS (VmHWM) afresh from what it holds now (Linux: clear_refs 5); false where it cannot. */
+export function resetPeakRss(pid: number): boolean {
+  try {
+    writeFileSync(`/proc/${pid}/clear_refs`, '5');
+    return true;
+  } catch {
+    return false;
   }
 }
 
