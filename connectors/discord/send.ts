@@ -34,13 +34,16 @@ export function createDiscordSending(deps: {
     if (thread) return thread;
     const opened = dmChannels.get(chat);
     if (opened) return opened;
+    if (channels.has(chat)) return chat;
     const client = deps.client();
-    const cache = client?.channels.cache;
-    if (channels.has(chat) || cache?.has(chat)) return chat;
+    // Between gateway sessions (a dropped connection being made again) there is no client to ask: a retryable
+    // refusal, as every REST call gives then, the outbox tries again.
+    if (!client) throw new PlatformError({ platform: 'discord', method: 'getChannel', retryable: true, message: 'not connected yet' });
+    if (client.channels.cache.has(chat)) return chat;
     // Ids of users and channels never collide: a known user is a person to write to in their DM.
-    if (!client?.users.cache.has(chat)) {
+    if (!client.users.cache.has(chat)) {
       try {
-        await client!.channels.fetch(chat);
+        await client.channels.fetch(chat);
         channels.add(chat);
         return chat;
       } catch (err) {

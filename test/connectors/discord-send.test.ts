@@ -7,7 +7,9 @@ import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { componentsFor } from '../../connectors/discord/components.ts';
 import { formatForDiscord, plainForDiscord, toDiscordMarkdown } from '../../connectors/discord/format.ts';
-import { reactionEmoji } from '../../connectors/discord/send.ts';
+import pino from 'pino';
+import { createDiscordSending, reactionEmoji } from '../../connectors/discord/send.ts';
+import { PlatformError } from '../../src/connector.ts';
 import { until } from '../support/until.ts';
 import { startDiscordHarness, type DiscordHarness } from './discord-harness.ts';
 
@@ -95,6 +97,18 @@ beforeEach(() => {
 });
 
 const botMessages = (channel: string) => h.fake.messages(channel);
+
+describe('Discord sending between gateway sessions', () => {
+  it('a message to a chat it has not looked up yet is refused as "not connected yet", retryable, not with a TypeError', async () => {
+    const notConnected = () => {
+      throw new PlatformError({ platform: 'discord', method: 'rest', retryable: true, message: 'not connected yet' });
+    };
+    const sending = createDiscordSending({ client: () => undefined, rest: notConnected, channels: new Set(), log: pino({ level: 'silent' }) });
+    const err = await sending.send({ chat: '123456789012345678', text: 'hello' }).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(PlatformError);
+    expect(err).toMatchObject({ retryable: true, message: 'discord getChannel: not connected yet' });
+  });
+});
 
 describe('Discord sending', () => {
   it('never pings @everyone, @here or a role from model text, though it may name a person', async () => {
