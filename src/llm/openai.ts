@@ -63,6 +63,8 @@ async function streamCompletion(
     body: JSON.stringify(body),
     signal: request.signal,
     dispatcher: endpoint.dispatcher,
+  }).catch((err: unknown) => {
+    throw inWords(err, endpoint.url, request.signal);
   });
   touch();
   if (response.statusCode >= 400) throw await statusError(response);
@@ -109,13 +111,18 @@ async function streamCompletion(
     },
   });
   const decoder = new TextDecoder();
-  for await (const piece of response.body) {
-    touch();
-    parser.feed(decoder.decode(piece as Uint8Array, { stream: true }));
-    if (failure) {
-      response.body.destroy();
-      throw failure;
+  try {
+    for await (const piece of response.body) {
+      touch();
+      parser.feed(decoder.decode(piece as Uint8Array, { stream: true }));
+      if (failure) break;
     }
+  } catch (err) {
+    throw inWords(err, endpoint.url, request.signal);
+  }
+  if (failure) {
+    response.body.destroy();
+    throw failure;
   }
   // A stream that ends without saying why was cut off (a proxy or the server closed it): its text is not an answer.
   if (!stopReason) throw new ModelError({ message: 'the answer stopped before its end', kind: 'network' });
@@ -123,6 +130,24 @@ async function streamCompletion(
     .sort(([a], [b]) => a - b)
     .map(([i, c]) => ({ ...c, id: c.id || `call_${i}` }));
   return { text, toolCalls, usage, stopReason };
+}
+
+/**
+ * A connection that failed, in words (`connection refused by 127.0.0.1:9`) rather than the system's code, which is
+ * what the log shows the person who set LLM_BASE_URL. A cancel or a stall stays as it is: the guard reads it.
+ */
+function inWords(err: unknown, url: string, signal: AbortSignal | undefined): unknown {
+  const { code, name } = (err ?? {}) as { code?: string; name?: string };
+  if (name === 'AbortError' || signal?.aborted) return err;
+  const { host } = new URL(url);
+  const said =
+    code === 'ECONNREFUSED' ? `connection refused by ${host}`
+    : code === 'ENOTFOUND' || code === 'EAI_AGAIN' ? `${new URL(url).hostname} could not be found (DNS)`
+    : code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE' ? `the connection to ${host} was dropped`
+    : code === 'ETIMEDOUT' || code === 'UND_ERR_CONNECT_TIMEOUT' ? `connecting to ${host} timed out`
+    : code === 'EHOSTUNREACH' || code === 'ENETUNREACH' ? `${host} cannot be reached from here`
+    : undefined;
+  return said ? new ModelError({ message: said, kind: 'network' }, { cause: err }) : err;
 }
 
 /** The endpoint's own words for a failed call: `429 Rate limit reached …`, from its JSON error when it sent one. */

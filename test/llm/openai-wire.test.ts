@@ -89,6 +89,16 @@ describe('the OpenAI-compatible client on the wire', () => {
     expect(await failure(client.complete(request()))).toMatchObject({ kind: 'request', status: 404, message: '404 model "x" not found' });
   });
 
+  it('a connection dropped mid-answer is a retryable network error, said in words', async () => {
+    const { baseUrl } = await serve((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(chunk({ role: 'assistant', content: 'half' }));
+      setTimeout(() => res.socket?.destroy(), 20);
+    });
+    const err = await failure(createOpenAiClient({ baseUrl }).complete(request()));
+    expect(err).toMatchObject({ kind: 'network', retryable: true, message: `the connection to ${new URL(baseUrl).host} was dropped` });
+  });
+
   it('an error the endpoint sends as an event mid-answer, or a line that is not JSON, is a retryable network error', async () => {
     let next = 0;
     const { baseUrl } = await serve((_req, res) => {
@@ -105,11 +115,11 @@ describe('the OpenAI-compatible client on the wire', () => {
     expect(unreadable.message).toMatch(/^the model's answer could not be read/);
   });
 
-  it('a server that is not there is a retryable network error', async () => {
+  it('a server that is not there is a retryable network error, said in words', async () => {
     const { baseUrl } = await serve(() => {});
     server!.close();
     server = undefined;
     const err = await failure(createOpenAiClient({ baseUrl }).complete(request()));
-    expect(err).toMatchObject({ kind: 'network', retryable: true, status: undefined });
+    expect(err).toMatchObject({ kind: 'network', retryable: true, status: undefined, message: `connection refused by ${new URL(baseUrl).host}` });
   });
 });
