@@ -323,13 +323,24 @@ describe('repeats that outpace their turns', () => {
 
   it('reminders of one chat that fall due while its turn is busy wake one turn, with every prompt, once', async () => {
     const since = new Date().toISOString();
-    h.fake.script({ text: 'slow answer', delayMs: 2500 });
+    // The turn is busy until all three have fallen due and fired, however slowly a loaded machine gets there.
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    h.fake.script(async () => {
+      await held;
+      return { text: 'slow answer' };
+    });
     await h.chat.inject({ text: 'take your time' });
     await until(() => h.fake.requests.some((r) => r.lastUserText === 'take your time'), 'the slow turn');
     const api = scheduling();
     await api.remind({ name: 'together-a', prompt: 'first', dueAt: new Date(Date.now() + 300) });
     await api.remind({ name: 'together-b', prompt: 'second', dueAt: new Date(Date.now() + 500) });
     await api.remind({ name: 'together-c', prompt: 'third', dueAt: new Date(Date.now() + 700) });
+    await until(
+      async () => (await h.query<{ n: number }>(sql`select count(*)::int as n from reminders where name like 'together-%' and fires = 1`))[0].n === 3,
+      'the three reminders firing',
+    );
+    release();
     await waitForFired(1);
     await h.app.waitForIdle('testy:chat:u1');
     await sleep(500);
