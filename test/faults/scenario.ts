@@ -230,9 +230,13 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     // A post the platform did not take (no connection to hand it to) has no answer to wait for.
     return { token, taken: result.accepted !== false };
   };
+  // Once the load stops, a person waits a little longer for an answer, not the whole timeout: a post lost in a
+  // kill's gap (taken by a connection that died with its process) has none coming, and the drain below waits for
+  // whatever is still in flight.
+  let stoppedAt = 0;
   const waitFor = async <T>(check: () => T | undefined, timeoutMs: number): Promise<T | undefined> => {
     const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
+    while (Date.now() < deadline && (running || Date.now() - stoppedAt < 20_000)) {
       const value = check();
       if (value) return value;
       await sleep(200);
@@ -361,6 +365,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
 
   // The end: no new messages; what is in flight finishes.
   running = false;
+  stoppedAt = Date.now();
   log('load stopping: each person finishes what they are doing');
   await Promise.all([...loops, sampler]);
   log('load stopped; waiting for what is in flight');
