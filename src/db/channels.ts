@@ -24,9 +24,13 @@ export const CHANNELS = {
 
 export type Channel = (typeof CHANNELS)[keyof typeof CHANNELS];
 
-/** Notifies every listening process, after the transaction `db` belongs to commits (or at once outside one). */
-export async function notify(db: Queryable, channel: Channel, payload = ''): Promise<void> {
-  await db.execute(sql`select pg_notify(${channel}, ${payload})`);
+/**
+ * Notifies every listening process, after the transaction `db` belongs to commits (or at once outside one). `db` is
+ * a drizzle handle, or a postgres.js connection (one of inOneTrip's).
+ */
+export async function notify(db: Queryable | postgres.Sql, channel: Channel, payload = ''): Promise<void> {
+  if (typeof db === 'function') await db`select pg_notify(${channel}, ${payload})`;
+  else await db.execute(sql`select pg_notify(${channel}, ${payload})`);
 }
 
 /** Listens on a channel; `onListen` runs on each (re)connection, so a caller can catch up on what it missed. */

@@ -96,13 +96,14 @@ export async function startJobSystem(
   return {
     boss,
     async enqueueTurn(data, tx, sendOptions = {}) {
+      const db = tx ?? database.db;
       const id = await boss.send(QUEUES.turn, data as unknown as object, {
         singletonKey: data.conversationId,
         ...(sendOptions.id ? { id: sendOptions.id } : {}),
-        db: typeof tx === 'function' ? onClient(tx) : fromDrizzle((tx ?? database.db) as never, sql),
+        db: typeof db === 'function' ? onClient(db) : fromDrizzle(db as never, sql),
       });
       // pg-boss's own queue notification would wake every idle worker of every process; this one wakes one each.
-      if (!sendOptions.woken) await (typeof tx === 'function' ? tx`select pg_notify(${CHANNELS.turn}, '')` : notify(tx ?? database.db, CHANNELS.turn));
+      if (!sendOptions.woken) await notify(db, CHANNELS.turn);
       return id;
     },
     send(queue, data, sendOptions) {
