@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
+import { urlOfDatabase } from '../support/database-url.ts';
 
 export interface BenchDatabase {
   url: string;
@@ -44,23 +45,19 @@ export async function createBenchDatabase(options: { statements?: boolean } = {}
     admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   }
   await admin.unsafe(`create database ${name}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
+  const url = urlOfDatabase(adminUrl, name);
   let statements = false;
   if (options.statements) {
-    const bench = postgres(url.toString(), { max: 1, onnotice: () => {} });
+    const bench = postgres(url, { max: 1, onnotice: () => {} });
     statements = await bench
       .unsafe('create extension if not exists pg_stat_statements')
       .then(() => true)
       .catch(() => false)
       .finally(() => bench.end());
   }
-  const local = embedded && process.env.BENCH_TCP !== '1' ? new URL(embedded.localUrl).searchParams.get('host') : null;
-  const parlorUrl = new URL(url);
-  if (local) parlorUrl.searchParams.set('host', local);
   return {
-    url: url.toString(),
-    parlorUrl: parlorUrl.toString(),
+    url,
+    parlorUrl: embedded && process.env.BENCH_TCP !== '1' ? urlOfDatabase(embedded.localUrl, name) : url,
     dataDir: embedded?.dataDir,
     statements,
     async drop() {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded-postgres.ts';
+import { urlOfDatabase } from '../support/database-url.ts';
 import { connectDatabase, migrateDatabase } from '../../src/db/client.ts';
 import { startFakeDiscord, type FakeDiscord } from '../support/fake-discord.ts';
 import { startFakeLlm, type FakeHandler, type FakeLlm } from '../support/fake-llm.ts';
@@ -117,13 +118,9 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database ${name}`);
   await admin.end();
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const databaseUrl = url.toString();
+  const databaseUrl = urlOfDatabase(adminUrl, name);
   // The Parlor processes reach an embedded server as `parlor start` reaches its own: through its Unix socket.
-  const socketDir = embedded ? new URL(embedded.localUrl).searchParams.get('host') : null;
-  if (socketDir) url.searchParams.set('host', socketDir);
-  const parlorUrl = url.toString();
+  const parlorUrl = embedded ? urlOfDatabase(embedded.localUrl, name) : databaseUrl;
   const migrating = await connectDatabase(databaseUrl);
   await migrateDatabase(migrating);
   await migrating.close();

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { inject } from 'vitest';
 import { connectDatabase, migrateDatabase, type Database } from '../../src/db/client.ts';
+import { urlOfDatabase } from './database-url.ts';
 
 export interface TestDatabase {
   url: string;
@@ -16,12 +17,11 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const sql = postgres(admin, { max: 1, onnotice: () => {} });
   await sql.unsafe(`create database ${name}`);
   await sql.end();
-  const url = new URL(admin);
-  url.pathname = `/${name}`;
-  const database = await connectDatabase(url.toString());
+  const url = urlOfDatabase(admin, name);
+  const database = await connectDatabase(url);
   await migrateDatabase(database);
   return {
-    url: url.toString(),
+    url,
     database,
     async drop() {
       await database.close();
