@@ -41,20 +41,27 @@ function newApplicationName(): string {
   return `parlor:${process.pid}:${randomBytes(4).toString('hex')}`;
 }
 
+/** Where postgres.js connects, when the URL says it in parameters. */
+interface TargetOptions {
+  path?: string;
+  host?: string;
+  port?: number;
+}
+
 /**
  * What postgres.js is given for a database URL. libpq's `host` and `port` parameters name the server
  * (`postgres:///parlor?host=/run/postgresql`, the usual way to reach a server on the same machine through its Unix
  * socket): a directory is where its socket is, as node-postgres (pg-boss's driver) reads it too. postgres.js alone
  * would send them to the server as settings, which it refuses.
  */
-export function postgresTarget(url: string): { url: string; options: { path?: string; host?: string; port?: number } } {
+export function postgresTarget(url: string): { url: string; options: TargetOptions } {
   const parsed = new URL(url);
   const host = parsed.searchParams.get('host');
   const port = parsed.searchParams.get('port');
   if (host === null && port === null) return { url, options: {} };
   parsed.searchParams.delete('host');
   parsed.searchParams.delete('port');
-  const options: { path?: string; host?: string; port?: number } = {};
+  const options: TargetOptions = {};
   if (port !== null) options.port = Number(port);
   if (host?.startsWith('/')) options.path = path.join(host, `.s.PGSQL.${port ?? (parsed.port || '5432')}`);
   else if (host) options.host = host;
