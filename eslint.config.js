@@ -17,6 +17,13 @@ const forbiddenInCore = {
 const PLATFORM_NAMES = String.raw`/^(telegram|terminal|discord|slack)(:|$)/i`;
 const PLATFORM_NAME_MESSAGE = 'src/ must not name a platform (DESIGN §1): pass it as data on the event or as a connector capability.';
 
+// Node 20 holds a timeout signal inside AbortSignal.any only weakly: a collection loses it, and the request never
+// times out. src/abort.ts's deadline() is the combination that holds.
+const TIMEOUT_INSIDE_ANY = {
+  selector: "CallExpression[callee.object.name='AbortSignal'][callee.property.name='any'] CallExpression[callee.object.name='AbortSignal'][callee.property.name='timeout']",
+  message: "AbortSignal.timeout inside AbortSignal.any can be garbage-collected before it fires on Node 20: use deadline() from src/abort.ts.",
+};
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'migrations/**', '.parlor/**', 'dist/**'] },
   ...tseslint.configs.recommended,
@@ -24,6 +31,7 @@ export default tseslint.config(
     rules: {
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      'no-restricted-syntax': ['error', TIMEOUT_INSIDE_ANY],
     },
   },
   {
@@ -34,6 +42,7 @@ export default tseslint.config(
       // Platform facts reach the core as data on events and connector capabilities, never as a platform's name.
       'no-restricted-syntax': [
         'error',
+        TIMEOUT_INSIDE_ANY,
         { selector: `Literal[value=${PLATFORM_NAMES}]`, message: PLATFORM_NAME_MESSAGE },
         { selector: `TemplateElement[value.raw=${PLATFORM_NAMES}]`, message: PLATFORM_NAME_MESSAGE },
       ],

@@ -69,3 +69,11 @@ describe('the core names no platform', () => {
     expect(results.flatMap((r) => r.messages.filter((m) => m.ruleId === 'no-restricted-syntax').map((m) => `${r.filePath}: ${m.message}`))).toEqual([]);
   });
 });
+
+describe('a timeout signal is never put inside AbortSignal.any', () => {
+  it.each(['src/tools/web/example.ts', 'connectors/shared/example.ts', 'tools/example.ts', 'test/example.ts'])('in %s', async (file) => {
+    const code = 'export const signal = (stop: AbortSignal) => AbortSignal.any([stop, AbortSignal.timeout(5_000)]);';
+    expect(await nameErrors(code, file)).toEqual([expect.stringContaining('use deadline() from src/abort.ts')]);
+    expect(await nameErrors('export const signal = AbortSignal.timeout(5_000);', file)).toEqual([]);
+  });
+});
