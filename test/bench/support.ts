@@ -39,6 +39,7 @@ export async function createBenchDatabase(options: { statements?: boolean } = {}
   if (options.statements && embedded) {
     // Read at start-up only: stopped and started again (nobody else uses this server yet).
     await admin.unsafe(`alter system set shared_preload_libraries = 'pg_stat_statements'`);
+    await admin.unsafe(`alter system set pg_stat_statements.track_planning = on`);
     await admin.end();
     await embedded.release();
     embedded = await startEmbeddedPostgres(home);

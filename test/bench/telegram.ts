@@ -26,7 +26,8 @@ import {
   resetPeakRss,
   nextTransactionId,
   walFlushes,
-  postgresCpuMs,
+  postgresCpuBetween,
+  postgresCpuSample,
   processCpuMs,
   processRssMb,
   readStatements,
@@ -103,6 +104,8 @@ interface Costs {
   dms: number;
   parlorCpu?: number;
   postgresCpu?: number;
+  /** Postgres's CPU per DM by kind of process. */
+  postgresCpuByKind?: Map<string, number>;
   statements?: Awaited<ReturnType<typeof readStatements>>;
   writingTransactions: number;
   walFlushes?: number;
@@ -254,10 +257,11 @@ async function main() {
     const wal0 = await walFlushes(admin);
     const xid0 = await nextTransactionId(admin);
     const cpu0 = processCpuMs(parlorPid);
-    const pg0 = postgresCpuMs(database.dataDir);
+    const pg0 = postgresCpuSample(database.dataDir);
     const result = await fn();
     const cpu1 = processCpuMs(parlorPid);
-    const pg1 = postgresCpuMs(database.dataDir);
+    const pg1 = postgresCpuSample(database.dataDir);
+    const pg = postgresCpuBetween(pg0, pg1);
     const xid1 = await nextTransactionId(admin);
     const statements = await readStatements(admin);
     await sleep(1200);
@@ -267,7 +271,8 @@ async function main() {
       costs: {
         dms,
         parlorCpu: cpu0 !== undefined && cpu1 !== undefined ? (cpu1 - cpu0) / dms : undefined,
-        postgresCpu: pg0 !== undefined && pg1 !== undefined ? (pg1 - pg0) / dms : undefined,
+        postgresCpu: pg && pg.total / dms,
+        postgresCpuByKind: pg && new Map([...pg.byKind].map(([kind, ms]) => [kind, ms / dms])),
         statements,
         writingTransactions: (xid1 - xid0 - 1) / dms, // less the one nextTransactionId's snapshot does not take
         walFlushes: wal0 !== undefined && wal1 !== undefined ? (wal1 - wal0) / dms : undefined,
@@ -327,6 +332,8 @@ async function main() {
     );
   row('Parlor CPU, ms', (c) => c.parlorCpu);
   row('Postgres CPU, ms (all its processes)', (c) => c.postgresCpu);
+  const kinds = [...(parlorBurst.costs.postgresCpuByKind ?? new Map<string, number>())].sort((a, b) => b[1] - a[1]).map(([kind]) => kind);
+  for (const kind of kinds) row(`  ${kind}`, (c) => c.postgresCpuByKind?.get(kind) ?? 0);
   row('  together (aim ≤ 5 ms)', (c) => (c.parlorCpu !== undefined && c.postgresCpu !== undefined ? c.parlorCpu + c.postgresCpu : undefined));
   const isBoss = (q: string) => /"?pgboss"?\./i.test(q);
   const isTxControl = (q: string) => /^\s*(begin|commit|rollback|savepoint|release)/i.test(q);
@@ -338,13 +345,14 @@ async function main() {
   row('writing transactions', (c) => c.writingTransactions);
   row('WAL flushes (fsyncs)', (c) => c.walFlushes);
   row('SQL execution time in Postgres, ms', (c) => c.statements && c.statements.ms / c.dms, 2);
+  row('SQL planning time in Postgres, ms', (c) => c.statements && c.statements.planMs / c.dms, 2);
   if (!database.statements) console.log('  (pg_stat_statements is not available on this server: no statement figures)');
   if (parlorBurst.costs.statements) {
-    console.log('\n  statements of the burst, per DM (calls, mean ms)');
+    console.log('\n  statements of the burst, per DM (calls, mean ms executing, mean ms planning)');
     for (const r of parlorBurst.costs.statements.byQuery.slice(0, 40)) {
       const perDm = r.calls / parlorBurst.costs.dms;
       if (perDm < 0.05) continue;
-      console.log(`    ${perDm.toFixed(2).padStart(6)}  ${(r.ms / r.calls).toFixed(3).padStart(7)}  ${statementLabel(r.query)}`);
+      console.log(`    ${perDm.toFixed(2).padStart(6)}  ${(r.ms / r.calls).toFixed(3).padStart(7)}  ${(r.planMs / r.calls).toFixed(3).padStart(7)}  ${statementLabel(r.query)}`);
     }
   }
 

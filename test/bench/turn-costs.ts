@@ -49,11 +49,29 @@ export function resetPeakRss(pid: number): boolean {
   }
 }
 
-/**
- * CPU of the whole Postgres server under `dataDir` so far, in ms: the postmaster with what its exited backends used
- * (it waits for them), plus its live children (backends, WAL writer, checkpointer, autovacuum).
- */
-export function postgresCpuMs(dataDir: string | undefined): number | undefined {
+/** The CPU of a Postgres server's processes at one moment (see postgresCpuBetween). */
+export interface PostgresCpuSample {
+  /** The postmaster's own CPU, and what its exited children used (it waits for them). */
+  postmaster: number;
+  exited: number;
+  /** Its live children: CPU so far, and what each is (backend, walwriter, checkpointer, autovacuum worker…). */
+  children: Map<number, { kind: string; ms: number }>;
+}
+
+/** What a server process is, from its title (`postgres: walwriter`, `postgres: parlor parlor [local] idle`). */
+function processKind(pid: number): string {
+  try {
+    const title = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
+    const kind = title.replace(/^postgres:\s*/, '');
+    if (/\[local\]|\d+\.\d+\.\d+\.\d+|::1|\bidle\b/.test(kind)) return 'connections';
+    return kind.replace(/\s+\d.*$/, '').trim() || 'other';
+  } catch {
+    return 'other';
+  }
+}
+
+/** The CPU of the whole Postgres server under `dataDir` so far (undefined when it cannot be read). */
+export function postgresCpuSample(dataDir: string | undefined): PostgresCpuSample | undefined {
   if (!dataDir) return undefined;
   let postmaster: number;
   try {
@@ -61,20 +79,39 @@ export function postgresCpuMs(dataDir: string | undefined): number | undefined {
   } catch {
     return undefined;
   }
-  let total = processCpuMs(postmaster, true);
-  if (total === undefined) return undefined;
+  const own = statFields(postmaster);
+  if (!own) return undefined;
+  const children = new Map<number, { kind: string; ms: number }>();
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const f = statFields(Number(entry));
-    if (f && Number(f[1]) === postmaster) total += (Number(f[11]) + Number(f[12])) * TICK_MS;
+    if (f && Number(f[1]) === postmaster) children.set(Number(entry), { kind: processKind(Number(entry)), ms: (Number(f[11]) + Number(f[12])) * TICK_MS });
   }
-  return total;
+  return { postmaster: (Number(own[11]) + Number(own[12])) * TICK_MS, exited: (Number(own[13]) + Number(own[14])) * TICK_MS, children };
+}
+
+/**
+ * What the server spent between two samples, in ms: in all, and by kind of process. A process that exited in
+ * between counts under `exited` (with any that started and exited in between: autovacuum workers, closed connections).
+ */
+export function postgresCpuBetween(a: PostgresCpuSample | undefined, b: PostgresCpuSample | undefined): { total: number; byKind: Map<string, number> } | undefined {
+  if (!a || !b) return undefined;
+  const byKind = new Map<string, number>();
+  const add = (kind: string, ms: number) => byKind.set(kind, (byKind.get(kind) ?? 0) + ms);
+  add('postmaster', b.postmaster - a.postmaster);
+  for (const [pid, child] of b.children) add(child.kind, child.ms - (a.children.get(pid)?.ms ?? 0));
+  let vanished = 0;
+  for (const [pid, child] of a.children) if (!b.children.has(pid)) vanished += child.ms;
+  add('exited', b.exited - a.exited - vanished);
+  return { total: [...byKind.values()].reduce((sum, ms) => sum + ms, 0), byKind };
 }
 
 export interface StatementStats {
   /** Statements of the database, by query text (normalised by pg_stat_statements). */
-  byQuery: { query: string; calls: number; ms: number }[];
+  byQuery: { query: string; calls: number; ms: number; planMs: number }[];
   calls: number;
+  /** Time Postgres spent planning them (0 unless pg_stat_statements.track_planning is on). */
+  planMs: number;
   /** Time Postgres spent executing them (planning not included). */
   ms: number;
 }
@@ -89,13 +126,14 @@ export async function resetStatements(sql: postgres.Sql): Promise<boolean> {
 
 /** The statements run in this database since the last reset, without the benchmark's own. */
 export async function readStatements(sql: postgres.Sql): Promise<StatementStats | undefined> {
-  const rows = await sql<{ query: string; calls: number; ms: number }[]>`
-    select query, calls::int as calls, total_exec_time as ms from pg_stat_statements
+  const rows = await sql<{ query: string; calls: number; ms: number; planMs: number }[]>`
+    select query, calls::int as calls, total_exec_time as ms, total_plan_time as "planMs" from pg_stat_statements
     where dbid = (select oid from pg_database where datname = current_database())
       and query not like '%pg_stat_statements%' and query not like '%pg_current_snapshot%'
     order by calls desc`.catch(() => undefined);
   if (!rows) return undefined;
-  return { byQuery: rows, calls: rows.reduce((n, r) => n + r.calls, 0), ms: rows.reduce((n, r) => n + r.ms, 0) };
+  const sum = (pick: (r: StatementStats['byQuery'][number]) => number) => rows.reduce((n, r) => n + pick(r), 0);
+  return { byQuery: rows, calls: sum((r) => r.calls), ms: sum((r) => r.ms), planMs: sum((r) => r.planMs) };
 }
 
 /** The next transaction id: its difference over a run is the number of transactions that wrote (and committed or rolled back). */
