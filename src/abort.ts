@@ -18,3 +18,13 @@ export function deadline(ms: number, signal?: AbortSignal): Deadline {
     clear: () => clearTimeout(timer),
   };
 }
+
+/** Runs `fn` with a deadline's signal, and clears the deadline once it settles. */
+export async function withDeadline<T>(ms: number, signal: AbortSignal | undefined, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+  const limit = deadline(ms, signal);
+  try {
+    return await fn(limit.signal);
+  } finally {
+    limit.clear();
+  }
+}

@@ -4,7 +4,7 @@ import fs from 'node:fs/promises';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { deadline } from '#src/abort.ts';
+import { withDeadline } from '#src/abort.ts';
 
 /** How long one file download may take. */
 const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
@@ -15,12 +15,7 @@ const DOWNLOAD_TIMEOUT_MS = 5 * 60_000;
  * renamed, so a half-written file never looks like a finished one. Stops with `stop`, or after five minutes.
  */
 export async function saveDownload(url: string, target: { directory: string; name: string }, stop: AbortSignal, headers: Record<string, string> = {}): Promise<string> {
-  const limit = deadline(DOWNLOAD_TIMEOUT_MS, stop);
-  try {
-    return await download(url, target, limit.signal, headers);
-  } finally {
-    limit.clear();
-  }
+  return withDeadline(DOWNLOAD_TIMEOUT_MS, stop, (signal) => download(url, target, signal, headers));
 }
 
 async function download(url: string, target: { directory: string; name: string }, signal: AbortSignal, headers: Record<string, string>): Promise<string> {

@@ -1,6 +1,6 @@
 // Embeddings from an OpenAI-compatible endpoint (POST {base}/embeddings {model, input: [...]}), for recall's
 // semantic ranking. Rows are embedded by a job after they are written; only a recall's query is embedded in a turn.
-import { deadline } from '#src/abort.ts';
+import { withDeadline } from '#src/abort.ts';
 
 export interface EmbeddingSettings {
   baseUrl: string;
@@ -34,12 +34,7 @@ export function createEmbeddingClient(settings: EmbeddingSettings): EmbeddingCli
     model: settings.model,
     async embed(inputs, options = {}) {
       if (!inputs.length) return [];
-      const limit = deadline(options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.signal);
-      try {
-        return await embedOnce(inputs, limit.signal);
-      } finally {
-        limit.clear();
-      }
+      return withDeadline(options.timeoutMs ?? DEFAULT_TIMEOUT_MS, options.signal, (signal) => embedOnce(inputs, signal));
     },
   };
 

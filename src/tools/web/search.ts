@@ -1,5 +1,5 @@
 import type { Settings, WebSearchProviderName } from '#src/config/env.ts';
-import { deadline } from '#src/abort.ts';
+import { withDeadline } from '#src/abort.ts';
 import { withRetries } from '#src/retry.ts';
 
 export interface SearchResult {
@@ -59,8 +59,7 @@ function provider(endpoint: Endpoint, options: ProviderOptions): SearchProvider 
       withRetries(
         async () => {
           const { url, init } = endpoint.request(query, count);
-          const attempt = deadline(timeoutMs, signal);
-          const body = await getJson(endpoint, url, init, attempt.signal, timeoutMs, signal).finally(attempt.clear);
+          const body = await withDeadline(timeoutMs, signal, (attempt) => getJson(endpoint, url, init, attempt, timeoutMs, signal));
           const items = endpoint.results(body);
           if (!Array.isArray(items)) throw new SearchFailed(endpoint.name, 'format', `${endpoint.name} answered with no list of results`);
           return items.map(toResult).filter((r): r is SearchResult => r !== undefined).slice(0, count);
