@@ -315,7 +315,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await listen(database.sql, CHANNELS.cancel, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
-      workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8 });
+      workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8, log });
       await scheduler.start();
       cleanups.push(() => scheduler.stop());
       await subagents.start();

@@ -4,7 +4,7 @@ import type { Queryable } from './client.ts';
 
 /** Every Postgres notification channel Parlor uses, in one place. */
 export const CHANNELS = {
-  /** A turn job is waiting: one idle worker of each process fetches at once. */
+  /** A turn job is waiting (payload: its conversation id): a process with a free place fetches it. */
   turn: 'parlor_turn',
   /** A message waits in the outbox for a connector (payload: the connector id). */
   outbox: 'parlor_outbox',

@@ -71,7 +71,7 @@ export async function storeInboundMessage(
       returning id
     )
     select exists (select 1 from open_question) as question_open, exists (select 1 from event) as fresh,
-      (select count(pg_notify(${CHANNELS.turn}, '')) from message) as notified`;
+      (select count(pg_notify(${CHANNELS.turn}, ${c.id})) from message) as notified`;
   if (result.question_open) return 'question open';
   return result.fresh ? 'stored' : 'duplicate';
 }

@@ -126,8 +126,9 @@ export async function startJobSystem(
         ...(sendOptions.id ? { id: sendOptions.id } : {}),
         db: typeof db === 'function' ? onClient(db) : fromDrizzle(db as never, sql),
       });
-      // pg-boss's own queue notification would wake every idle worker of every process; this one wakes one each.
-      if (!sendOptions.woken) await notify(db, CHANNELS.turn);
+      // pg-boss's own queue notification would wake every idle worker of every process; this one names the
+      // conversation, so a process running its turn fetches the job when that turn ends, not before.
+      if (!sendOptions.woken) await notify(db, CHANNELS.turn, data.conversationId);
       return id;
     },
     send(queue, data, sendOptions) {

@@ -1,8 +1,11 @@
 import type postgres from 'postgres';
+import type { Logger } from 'pino';
+import type { Job } from 'pg-boss';
 import type { TurnRunner } from '#src/agent/turn-runner.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES } from './queues.ts';
 import { CHANNELS, listen } from '#src/db/channels.ts';
+import { sleep } from '#src/retry.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
 export interface TurnWorkers {
@@ -10,59 +13,212 @@ export interface TurnWorkers {
   stop(graceMs?: number): Promise<void>;
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** How often a running turn's job says it is alive, when the queue asks for heartbeats (pg-boss's own cadence). */
+const HEARTBEAT_SHARE = 0.5;
+/** How long the completion of a finished turn's job is tried again while the database is away. */
+const COMPLETE_RETRY_MS = 20_000;
+/**
+ * While jobs wait in the queue, a freed place is filled once half the places are free, or after this long: one fetch
+ * for several turns costs about what a fetch for one does, and a turn that waited in a queue waits a moment longer.
+ */
+const GATHER_MS = 20;
+
+interface Held {
+  job: Job<TurnJobData>;
+  controller: AbortController;
+}
 
 /**
- * Runs turn jobs in this process: `concurrency` pg-boss workers, so many conversations run at once while the
- * queue keeps one turn per conversation. When a turn job is enqueued anywhere, one idle worker here fetches at
- * once; the others keep to their slow poll (which also picks up retries and anything a notification missed).
+ * Runs turn jobs in this process, up to `concurrency` at once, while the queue keeps one turn per conversation. The
+ * queue's statements are shared between turns: one fetch takes a job for every free place, and the jobs that end
+ * while a completion is being written are completed together by the next one, so a busy process writes one statement
+ * for several turns. When a turn job is enqueued anywhere, every process hears of its conversation: a process with a
+ * free place fetches at once, and one that is running that conversation fetches when its turn's job is completed.
  */
 export async function startTurnWorkers(
   jobs: JobSystem,
   sql: postgres.Sql,
   runner: TurnRunner,
-  options: { concurrency: number; pollSeconds?: number },
+  options: { concurrency: number; pollSeconds?: number; log: Logger; heartbeatMs?: number },
 ): Promise<TurnWorkers> {
-  const idle = new Set<string>();
-  let running = 0;
-  for (let i = 0; i < options.concurrency; i++) {
-    const state: { id?: string } = {};
-    state.id = await jobs.boss.work<TurnJobData>(
-      QUEUES.turn,
-      { batchSize: 1, includeMetadata: true, pollingIntervalSeconds: options.pollSeconds ?? 2 },
-      async ([job]) => {
-        idle.delete(state.id!);
-        running++;
-        try {
-          await runner.run({ id: job.id, data: job.data, retryCount: job.retryCount, signal: job.signal });
-        } finally {
-          running--;
-          idle.add(state.id!);
-          // Fetch again as soon as this job is completed: a job of the same conversation may be waiting for it.
-          jobs.boss.notifyWorker(state.id!);
-        }
-      },
-    );
-    idle.add(state.id);
-  }
-  const wakeOne = () => {
-    const [id] = idle;
-    if (id === undefined) return;
-    // Rotate, so the next notification wakes another worker while this one fetches.
-    idle.delete(id);
-    idle.add(id);
-    jobs.boss.notifyWorker(id);
+  const { boss } = jobs;
+  const { log, concurrency } = options;
+  const running = new Map<string, Held>();
+  /** Conversations with a job announced while one of theirs was running here: fetched for when it is completed. */
+  const announced = new Set<string>();
+  let fetching: Promise<void> | undefined;
+  let fetchAgain = false;
+  /** The last fetch filled every free place: more may be waiting. */
+  let backlog = false;
+  let stopped = false;
+  let gathering: NodeJS.Timeout | undefined;
+
+  const runningKey = (key: string) => {
+    for (const held of running.values()) if (held.job.data.conversationId === key) return true;
+    return false;
   };
-  const listener = await listen(sql, CHANNELS.turn, wakeOne);
+
+  function pump(): void {
+    if (stopped) return;
+    if (fetching) {
+      fetchAgain = true;
+      return;
+    }
+    const free = concurrency - running.size;
+    if (free <= 0) return;
+    fetching = (async () => {
+      try {
+        const fetched = await boss.fetch<TurnJobData>(QUEUES.turn, { batchSize: free });
+        backlog = fetched.length === free;
+        for (const job of fetched) start(job);
+      } catch (err) {
+        // The database away for a moment: the poll tries again.
+        log.warn({ err }, 'turn jobs could not be fetched');
+      }
+    })().finally(() => {
+      fetching = undefined;
+      if (fetchAgain) {
+        fetchAgain = false;
+        pump();
+      }
+    });
+  }
+
+  function start(job: Job<TurnJobData>): void {
+    const controller = new AbortController();
+    running.set(job.id, { job, controller });
+    if (stopped) controller.abort('stopping');
+    void runner
+      .run({ id: job.id, data: job.data, retryCount: job.retryCount, signal: controller.signal })
+      .then(
+        () => completer.add(job),
+        async (err: unknown) => {
+          await boss.fail(QUEUES.turn, { id: job.id, retryCount: job.retryCount }, { message: err instanceof Error ? err.message : String(err) }).catch((failed: unknown) =>
+            // Left active: its heartbeat stops with it, and the queue hands it out again.
+            log.warn({ err: failed, job: job.id }, 'a turn job could not be given back to its queue'),
+          );
+        },
+      )
+      .finally(() => {
+        running.delete(job.id);
+        const waiting = announced.delete(job.data.conversationId);
+        if (backlog) refill();
+        else if (waiting) pump();
+      });
+  }
+
+  /** A place is free while jobs wait: fetched for at once when half the places are free, else a moment later. */
+  function refill(): void {
+    if (concurrency - running.size >= Math.ceil(concurrency / 2)) {
+      clearTimeout(gathering);
+      gathering = undefined;
+      pump();
+    } else {
+      gathering ??= setTimeout(() => {
+        gathering = undefined;
+        pump();
+      }, GATHER_MS);
+    }
+  }
+
+  // Jobs that end while a completion is being written wait for it, then go together in the next.
+  const completer = batched<Job<TurnJobData>>(async (batch) => {
+    const attempts = batch.map((job) => ({ id: job.id, retryCount: job.retryCount }));
+    const deadline = Date.now() + COMPLETE_RETRY_MS;
+    for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
+      try {
+        await boss.complete(QUEUES.turn, attempts);
+        return;
+      } catch (err) {
+        // The turns are recorded as finished: a job left active is handed out again later and does nothing.
+        if (stopped || Date.now() > deadline) {
+          log.warn({ err, jobs: attempts.length }, 'finished turn jobs could not be completed; the queue will hand them out again');
+          return;
+        }
+        await sleep(wait);
+      }
+    }
+  });
+
+  // A job whose claim is gone (taken back by the queue) is stopped: its result could not land.
+  const heartbeatSeconds = (await boss.getQueue(QUEUES.turn))?.heartbeatSeconds ?? 0;
+  const heartbeat =
+    heartbeatSeconds > 0
+      ? setInterval(() => {
+          const held = [...running.values()].filter((h) => !h.controller.signal.aborted);
+          if (held.length === 0) return;
+          boss
+            .touch(
+              QUEUES.turn,
+              held.map((h) => ({ id: h.job.id, retryCount: h.job.retryCount })),
+            )
+            .then((touched) => {
+              const settled = (touched as { settled?: string[] }).settled;
+              if (!settled) return;
+              const refreshed = new Set(settled);
+              for (const h of held) if (!refreshed.has(h.job.id) && running.has(h.job.id)) h.controller.abort(new Error(`job ${h.job.id} is no longer held by this process`));
+            })
+            .catch((err: unknown) => log.warn({ err }, 'turn jobs could not say they are alive'));
+        }, options.heartbeatMs ?? heartbeatSeconds * HEARTBEAT_SHARE * 1000)
+      : undefined;
+  heartbeat?.unref();
+
+  // The slow poll picks up retries and anything a notification missed.
+  const poll = setInterval(pump, (options.pollSeconds ?? 2) * 1000);
+  poll.unref();
+
+  const listener = await listen(sql, CHANNELS.turn, (conversationId) => {
+    if (conversationId && runningKey(conversationId)) announced.add(conversationId);
+    else pump();
+  });
+  pump();
+
   return {
     async stop(graceMs = 2500) {
+      stopped = true;
+      clearInterval(poll);
+      clearTimeout(gathering);
       await listener.unlisten().catch(() => {});
-      await jobs.boss.offWork(QUEUES.turn, { wait: false });
+      await fetching;
       const graceEnd = Date.now() + graceMs;
-      while (running > 0 && Date.now() < graceEnd) await sleep(50);
+      while (running.size > 0 && Date.now() < graceEnd) await sleep(50);
       runner.interruptAll();
+      for (const held of running.values()) held.controller.abort('stopping');
       const end = Date.now() + 3000;
-      while (running > 0 && Date.now() < end) await sleep(50);
+      while (running.size > 0 && Date.now() < end) await sleep(50);
+      clearInterval(heartbeat);
+      await completer.idle();
+    },
+  };
+}
+
+/**
+ * Items handed to `write` in batches: the first goes at once, and those added while a write is in flight go
+ * together in the next. `add` resolves when its item's write has ended.
+ */
+function batched<T>(write: (items: T[]) => Promise<void>) {
+  let queue: { item: T; done: () => void }[] = [];
+  let writing: Promise<void> | undefined;
+  const next = (): Promise<void> | undefined => {
+    if (queue.length === 0) return (writing = undefined);
+    const batch = queue;
+    queue = [];
+    return (writing = write(batch.map((q) => q.item))
+      .catch(() => {})
+      .then(() => {
+        for (const q of batch) q.done();
+        return next();
+      }));
+  };
+  return {
+    add(item: T): Promise<void> {
+      return new Promise((done) => {
+        queue.push({ item, done });
+        if (!writing) void next();
+      });
+    },
+    async idle() {
+      while (writing) await writing;
     },
   };
 }

@@ -1,0 +1,113 @@
+// The turn workers of one process over real pg-boss: several jobs fetched by one statement, a conversation's next
+// job fetched as soon as its turn ends (not at the next poll), a running job kept alive and stopped once the queue
+// has taken it back, and every job given back at shutdown.
+import { randomUUID } from 'node:crypto';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { TurnJob, TurnRunner } from '../../src/agent/turn-runner.ts';
+import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
+import { QUEUES } from '../../src/jobs/queues.ts';
+import { startTurnWorkers, type TurnWorkers } from '../../src/jobs/workers.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { until } from '../support/until.ts';
+
+let db: TestDatabase;
+let jobs: JobSystem;
+let workers: TurnWorkers | undefined;
+const log = pino({ level: 'silent' });
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  jobs = await startJobSystem(db.database, log);
+});
+afterEach(async () => {
+  await workers?.stop(0);
+  workers = undefined;
+});
+afterAll(async () => {
+  await jobs?.stop();
+  await db?.drop();
+});
+
+/** A runner whose turns end when the test says so. */
+function heldRunner() {
+  const started: { job: TurnJob; at: number; end: () => void; fail: (err: Error) => void }[] = [];
+  const runner: TurnRunner = {
+    run: (job) =>
+      new Promise<void>((resolve, reject) => {
+        started.push({ job, at: Date.now(), end: resolve, fail: reject });
+        job.signal?.addEventListener('abort', () => reject(new Error('released')), { once: true });
+      }),
+    cancel: () => false,
+    interruptAll: () => {},
+    interrupt: () => {},
+  };
+  return { runner, started };
+}
+
+const enqueue = (conversationId: string) => jobs.enqueueTurn({ conversationId, persona: 'p', kind: 'wake', prompt: 'x' });
+const state = async (id: string) => (await db.database.sql`select state, heartbeat_on, started_on from pgboss.job where id = ${id}`)[0];
+
+describe('turn workers', () => {
+  it('take a job for every free place in one fetch', async () => {
+    const { runner, started } = heldRunner();
+    const conversations = Array.from({ length: 5 }, () => `p:chat:${randomUUID()}`);
+    for (const c of conversations) await enqueue(c);
+    let fetched = 0;
+    const original = jobs.boss.fetch.bind(jobs.boss);
+    jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
+      fetched++;
+      return original(...args);
+    }) as typeof original;
+    try {
+      workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 8, pollSeconds: 60, log });
+      await until(() => started.length === 5, 5000);
+      expect(fetched).toBe(1);
+      expect(new Set(started.map((s) => s.job.data.conversationId))).toEqual(new Set(conversations));
+    } finally {
+      jobs.boss.fetch = original;
+      for (const s of started) s.end();
+    }
+  });
+
+  it('fetch a conversation’s next job as soon as its turn ends, without waiting for the poll', async () => {
+    const { runner, started } = heldRunner();
+    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log });
+    const conversation = `p:chat:${randomUUID()}`;
+    await enqueue(conversation);
+    await until(() => started.length === 1, 5000);
+    // Announced while the first runs: it cannot start before the first job is completed.
+    await enqueue(conversation);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(started).toHaveLength(1);
+    const ended = Date.now();
+    started[0].end();
+    await until(() => started.length === 2, 5000);
+    expect(started[1].at - ended).toBeLessThan(1000);
+    expect(started[1].job.data.conversationId).toBe(conversation);
+    started[1].end();
+  });
+
+  it('keep a running job alive, and stop its turn once the queue has taken the job back', async () => {
+    const { runner, started } = heldRunner();
+    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 2, pollSeconds: 60, log, heartbeatMs: 100 });
+    const id = await enqueue(`p:chat:${randomUUID()}`);
+    await until(() => started.length === 1, 5000);
+    const first = await state(id!);
+    await until(async () => new Date((await state(id!)).heartbeat_on).getTime() > new Date(first.heartbeat_on).getTime(), 3000);
+    let aborted = false;
+    started[0].job.signal!.addEventListener('abort', () => (aborted = true));
+    // Taken back (as the supervisor does to a job whose heartbeat stopped): the turn is told within a heartbeat.
+    await jobs.boss.fail(QUEUES.turn, id!, { message: 'taken back' });
+    await until(() => aborted, 3000);
+  });
+
+  it('give the jobs still running back to the queue at shutdown, to run again', async () => {
+    const { runner, started } = heldRunner();
+    const running = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 2, pollSeconds: 60, log });
+    const id = await enqueue(`p:chat:${randomUUID()}`);
+    await until(() => started.length === 1, 5000);
+    await running.stop(100);
+    expect((await state(id!)).state).toBe('retry');
+  });
+});
