@@ -39,6 +39,8 @@ export interface DeliveryResult {
   /** Sent: the platform ids of its parts, and the thread it landed in when the connector opened one. */
   ids?: string[];
   thread?: string;
+  /** Sent, and the end of its turn (`endsTurn`) was recorded with it. */
+  turnEnded?: boolean;
 }
 
 /** The job that starts a turn: every reason a conversation takes one is a job on the turn queue. */

@@ -20,6 +20,7 @@ import {
 import { sleep, withRetries } from '#src/retry.ts';
 import { CHANNELS, listen, notify } from '#src/db/channels.ts';
 import type { DeliveryResult } from '#src/turns.ts';
+import type { TurnEnd } from '#src/db/turns.ts';
 
 /** How long a send's outcome is written again while the database is away before the process gives up on it. */
 const RECORD_DEADLINE_MS = 10 * 60_000;
@@ -107,7 +108,8 @@ export function createDelivery(deps: {
     }
   }
 
-  async function send(row: OutboundRow, connector: Connector): Promise<DeliveryResult> {
+  /** `endsTurn`: the turn's end, recorded with the sent mark (the message is the turn's last word). */
+  async function send(row: OutboundRow, connector: Connector, endsTurn?: TurnEnd): Promise<DeliveryResult> {
     let attempts = 0;
     // The persona's thread from now on: known before the message goes out, so an answer typed there at once counts.
     const threadKnown = Boolean(row.thread && row.conversationId && row.kind !== 'reaction' && connector.capabilities.ownsReplyThreads);
@@ -135,7 +137,7 @@ export function createDelivery(deps: {
       return { status: 'failed', error: message };
     }
     // The platform has it: recorded whatever it takes, or another process would send it again.
-    await record(row, 'the send', () => markOutboundSent(db, row.id, sent.ids, attempts));
+    await record(row, 'the send', () => markOutboundSent(db, row.id, sent.ids, attempts, endsTurn));
     // The thread the reply landed in is the persona's: what people post in it continues the reply's conversation
     // (without a new mention), whether the connector opened it for the reply or the conversation began in it.
     if (sent.thread && row.conversationId && !(threadKnown && sent.thread === row.thread)) {
@@ -143,7 +145,7 @@ export function createDelivery(deps: {
         log.warn({ err, conversation: row.conversationId }, 'the thread of a reply could not be recorded'),
       );
     }
-    return { status: 'sent', ids: sent.ids, ...(sent.thread ? { thread: sent.thread } : {}) };
+    return { status: 'sent', ids: sent.ids, ...(sent.thread ? { thread: sent.thread } : {}), ...(endsTurn ? { turnEnded: true } : {}) };
   }
 
   async function drain(): Promise<void> {
@@ -244,7 +246,7 @@ export function createDelivery(deps: {
       const row = await insertOutbound(db, { ...request, status: now ? 'sending' : 'pending', claimedBy: deps.session });
       if (!row) return options.later ? { status: 'queued' } : settleExisting(request, connector);
       // Written as pending when an earlier message of the chat is still open: it goes out after that one.
-      if (now && row.status === 'sending') return send(row, connector);
+      if (now && row.status === 'sending') return send(row, connector, request.endsTurn);
       if (connector) scheduleDrain();
       else await notify(db, CHANNELS.outbox, request.connector);
       return { status: 'queued' };

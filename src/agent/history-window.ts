@@ -1,5 +1,5 @@
 import type { Queryable } from '#src/db/client.ts';
-import { historySince } from '#src/db/messages.ts';
+import { historySince, type HistoryRead } from '#src/db/messages.ts';
 import type { ChatMessage } from '#src/llm/types.ts';
 import { fitWindow, messageSize, repairToolPairs, type HistoryBudget } from './history.ts';
 
@@ -89,14 +89,18 @@ export interface HistoryWindow {
   summarisedThrough: number;
 }
 
+/** How many stored messages one walk reads, for a budget: see WALK_ROWS. */
+export const historyReadLimit = (budget: HistoryBudget) => budget.maxMessages * WALK_ROWS;
+
 /**
  * The part of a conversation the model sees: the stored summary of what came before, then the newest messages from
  * a start that moves in steps (see windowSteps), beginning at a user message so no tool result loses its call. The
- * cost is bounded however long the conversation is, and a turn never waits for a summary to be written.
+ * cost is bounded however long the conversation is, and a turn never waits for a summary to be written. `read` is
+ * the history already read (historyReadLimit messages after `afterId`), else it is read here.
  */
-export async function loadHistoryWindow(db: Queryable, conversationId: string, afterId: number, budget: HistoryBudget): Promise<HistoryWindow> {
+export async function loadHistoryWindow(db: Queryable, conversationId: string, afterId: number, budget: HistoryBudget, read?: HistoryRead): Promise<HistoryWindow> {
   const room = { maxChars: Math.floor(budget.maxChars * (1 - SUMMARY_SHARE)), maxMessages: budget.maxMessages - 1 };
-  const { summary, rows } = await historySince(db, conversationId, { afterId, limit: budget.maxMessages * WALK_ROWS });
+  const { summary, rows } = read ?? (await historySince(db, conversationId, { afterId, limit: historyReadLimit(budget) }));
   const from = summary?.throughMessageId ?? afterId;
   const plan = planWindow(rows, room);
   const window = fitWindow(repairToolPairs(plan.rows.map((r) => r.message)), room.maxChars);

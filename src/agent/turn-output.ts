@@ -1,9 +1,10 @@
 import type { Logger } from 'pino';
 import { connectorForChat, type Connector } from '#src/connector.ts';
 import type { Persona } from '#src/config/persona.ts';
-import { deleteTurnMessages } from '#src/db/messages.ts';
+import { deleteTurnMessages, insertMessage } from '#src/db/messages.ts';
+import type { ChatMessage } from '#src/llm/types.ts';
 import { outboundRowByKey, recordSentOutbound, type OutboundDraft, type OutboundRow } from '#src/db/outbound-messages.ts';
-import { finishTurn } from '#src/db/turns.ts';
+import { finishTurn, type TurnEnd } from '#src/db/turns.ts';
 import { primaryTarget } from '#src/tools/targets.ts';
 import { backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 import type { LoopResult } from './loop.ts';
@@ -56,8 +57,23 @@ export function createTurnOutput(deps: TurnOutputDeps) {
     });
   }
 
-  async function conclude(job: TurnJob, persona: Persona, turnId: string, result: LoopResult, replyTo: string | undefined, log: Logger, stream?: ReplyStream) {
+  /**
+   * Delivers what the turn says and records its end. `answer`: the turn's last message, when it is its answer and not
+   * stored yet: written with the reply's ledger row, else on its own.
+   */
+  async function conclude(
+    job: TurnJob,
+    persona: Persona,
+    turnId: string,
+    result: LoopResult,
+    replyTo: string | undefined,
+    log: Logger,
+    stream?: ReplyStream,
+    answer?: ChatMessage,
+  ) {
     const { data } = job;
+    let answerStored = false;
+    let ended = false;
     if (data.kind === 'persona') {
       // A message from another persona: the answer is its reply, for the sender (waiting for it, or in its inbox).
       await deps.personaMail?.answered(data, result.reply);
@@ -88,23 +104,20 @@ export function createTurnOutput(deps: TurnOutputDeps) {
         await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo });
       }
     } else if (result.reply && data.origin) {
-      const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo });
+      // A user turn's reply is its last word: its end is recorded with the reply's sent mark.
+      const endsTurn = data.kind === 'user' ? turnEnd(result) : undefined;
+      const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo, transcript: answer, endsTurn });
+      // The ledger row held it unless the row was there before (a rerun's), whose first writing held it then.
+      answerStored = true;
+      ended = delivered.turnEnded === true;
       if (delivered.status === 'failed') result = { ...result, error: `reply not delivered: ${delivered.error}` };
     }
+    if (answer && !answerStored) await insertMessage(bookkeeping, { conversationId: data.conversationId, turnId, message: answer });
     if (result.status === 'skipped' && data.kind !== 'user') await deleteTurnMessages(db, turnId);
     // Warned before the turn is recorded as finished: a crash in between reruns this, and the ledger sends it once.
     // A failed task is reported to its parent with the batch's results instead.
     if (result.status === 'failed' && data.kind !== 'user' && data.kind !== 'task') await warnPrimary(persona, data, turnId, result.reason ?? result.error);
-    await finishTurn(bookkeeping, turnId, {
-      status: result.status,
-      inputTokens: result.usage.input,
-      outputTokens: result.usage.output,
-      cacheReadTokens: result.usage.cacheRead ?? 0,
-      cacheWriteTokens: result.usage.cacheWrite ?? 0,
-      modelCalls: result.modelCalls,
-      summary: result.summary,
-      error: result.error,
-    });
+    if (!ended) await finishTurn(bookkeeping, turnId, turnEnd(result));
     if (result.modelError) {
       // The one line that says why a user got an apology: the endpoint, what it answered and what it said.
       log.warn({ url: deps.modelUrl, status: result.modelError.status, kind: result.modelError.kind, error: result.modelError.message }, 'the model call failed; the turn ends without an answer');
@@ -135,7 +148,7 @@ export function createTurnOutput(deps: TurnOutputDeps) {
     key: string,
     text: string,
     conversationId: string,
-    extra: { replyTo?: string; files?: string[] } = {},
+    extra: { replyTo?: string; files?: string[]; transcript?: ChatMessage; endsTurn?: TurnEnd } = {},
   ) {
     return deps.delivery.deliver({
       dedupeKey: `turn:${turnId}:${key}`,
@@ -147,6 +160,8 @@ export function createTurnOutput(deps: TurnOutputDeps) {
       replyTo: extra.replyTo,
       text,
       files: extra.files,
+      ...(extra.transcript ? { transcript: extra.transcript } : {}),
+      ...(extra.endsTurn ? { endsTurn: extra.endsTurn } : {}),
     });
   }
 
@@ -173,6 +188,20 @@ export function createTurnOutput(deps: TurnOutputDeps) {
   }
 
   return { replyStreamFor, conclude, deliverTo, warnPrimary, startTyping };
+}
+
+/** A turn's record of how it ended. */
+function turnEnd(result: LoopResult): TurnEnd {
+  return {
+    status: result.status,
+    inputTokens: result.usage.input,
+    outputTokens: result.usage.output,
+    cacheReadTokens: result.usage.cacheRead ?? 0,
+    cacheWriteTokens: result.usage.cacheWrite ?? 0,
+    modelCalls: result.modelCalls,
+    summary: result.summary,
+    error: result.error,
+  };
 }
 
 /** A ledger row as the request that wrote it, to deliver it again. */

@@ -5,17 +5,17 @@ import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
-import { claimArrivedMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
+import { claimArrivedMessages, insertMessage, turnSenders, type HistoryRead } from '#src/db/messages.ts';
 import { outboundForTurn } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
-import type { ModelClient } from '#src/llm/types.ts';
+import type { ChatMessage, ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolCatalog } from '#src/tools/catalog.ts';
 import type { ToolRunner } from '#src/tools/runner.ts';
 import type { SchedulingApi } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from './history.ts';
-import type { SummaryRequest } from './history-window.ts';
+import { historyReadLimit, type SummaryRequest } from './history-window.ts';
 import { backgroundPrompt, cronName, loadTurnHistory } from './turn-setup.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import type { ReplyStream } from './reply-stream.ts';
@@ -86,6 +86,13 @@ interface StartedTurn {
   resumed: boolean;
   /** Whether the messages it read first may carry files still being fetched (it waits for them before it reads). */
   files: boolean;
+  /** The history, read as the turn began (a turn waiting for files reads it again once they are in). */
+  history?: HistoryRead;
+}
+
+/** What a turn said that is stored as it is delivered: its answer, held until conclude writes it. */
+interface Said {
+  answer?: ChatMessage;
 }
 
 /** Thrown when a turn was interrupted by shutdown: the job is released and retried, not recorded as failed. */
@@ -163,22 +170,26 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
     const turnId = randomUUID();
     if (data.kind === 'user') {
-      const { conversation, claimed } = await startUserTurn(bookkeeping, {
-        id: turnId,
-        conversationId: data.conversationId,
-        persona: persona.name,
-        connector: data.origin?.connector,
-        chat: data.origin?.chat,
-        thread: data.origin?.thread,
-        jobId: job.id,
-        origin: data.origin,
-      });
+      const { conversation, claimed, history } = await startUserTurn(
+        bookkeeping,
+        {
+          id: turnId,
+          conversationId: data.conversationId,
+          persona: persona.name,
+          connector: data.origin?.connector,
+          chat: data.origin?.chat,
+          thread: data.origin?.thread,
+          jobId: job.id,
+          origin: data.origin,
+        },
+        { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET) },
+      );
       // Nothing waiting: an earlier turn already read this message mid-run.
       if (claimed.length === 0) return undefined;
       // In a group the answer quotes the message it answers; in a DM it needs no quote.
       const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
       const files = claimed.some(({ message }) => message.role === 'user' && !!message.attachments?.length);
-      return { turnId, replyTo, conversation, resumed: false, files };
+      return { turnId, replyTo, conversation, resumed: false, files, ...(files ? {} : { history }) };
     }
     return bookkeeping.transaction(async (tx): Promise<StartedTurn> => {
       const conversation = await ensureConversation(tx, {
@@ -210,9 +221,11 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     // here and under the same job, instead of ending with an apology and the person's message unanswered. Giving the
     // job back to its queue at once would need the database too: while it is away that fails, and the job would wait
     // for its heartbeat to run out (half a minute and more) before anyone ran it again.
+    // An answer a run had and could not store (the database went away) is the next run's answer: no second model call.
+    const said: Said = {};
     for (let again = !!job.retryCount, runs = 1; ; again = true, runs++) {
       try {
-        return await runOnce(job, persona, again, log);
+        return await runOnce(job, persona, again, log, said);
       } catch (err) {
         if (!(err instanceof DatabaseAway)) throw err;
         log.warn({ err: err.message }, 'the database went away during the turn; it carries on when it is back');
@@ -223,8 +236,10 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  async function runOnce(job: TurnJob, persona: Persona, again: boolean, log: Logger): Promise<void> {
+  async function runOnce(job: TurnJob, persona: Persona, again: boolean, log: Logger, said: Said): Promise<void> {
     const { data } = job;
+    // Read beside the turn's start: whom the turn acts for is known from its job, unless a group's outsider is read.
+    const userModelRead = userModelFor(persona, data.kind, data.origin?.sender, log);
     const started = await begin(job, persona, again).catch((err: unknown) => {
       throw databaseUnavailable(err) ? new DatabaseAway(err instanceof Error ? err.message : String(err)) : err;
     });
@@ -243,7 +258,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       // A /stop may have come between the turn's commit and now (or, for a resumed turn, before the restart).
       if (early.delete(turnId) || (started.resumed && (await isTurnCancelRequested(db, turnId)))) controller.abort('stop');
       stream = await replyStreamFor(persona, data, started.replyTo, turnId, turnLog);
-      const result = await execute(job, persona, started, controller.signal, turnLog, stream);
+      const result = await execute(job, persona, started, controller.signal, turnLog, said, userModelRead, stream);
       if (result.status === 'cancelled' && controller.signal.reason === SHUTDOWN) {
         // The job goes back to its queue (keeping its place) and the turn continues where it stopped; a draft shown
         // so far is finished as it is, never left growing.
@@ -251,7 +266,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         turnLog.info('turn released; it continues at the next start');
         throw new TurnInterrupted('interrupted by shutdown');
       }
-      await conclude(job, persona, turnId, result, started.replyTo, turnLog, stream);
+      await conclude(job, persona, turnId, result, started.replyTo, turnLog, stream, said.answer);
     } catch (err) {
       if (err instanceof TurnInterrupted) throw err;
       if (databaseUnavailable(err)) throw new DatabaseAway(err instanceof Error ? err.message : String(err));
@@ -271,14 +286,36 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  async function execute(job: TurnJob, persona: Persona, started: StartedTurn, signal: AbortSignal, log: Logger, stream?: ReplyStream): Promise<LoopResult> {
+  async function execute(
+    job: TurnJob,
+    persona: Persona,
+    started: StartedTurn,
+    signal: AbortSignal,
+    log: Logger,
+    said: Said,
+    userModelRead: ReturnType<typeof userModelFor>,
+    stream?: ReplyStream,
+  ): Promise<LoopResult> {
     const { data } = job;
+    // A user turn's answer sent as a message of its own is stored with its ledger row (see conclude), not here.
+    const holdAnswer = data.kind === 'user' && !!data.origin && !stream && answersInText(data.kind, data.origin);
     const { turnId, conversation } = started;
     if (started.files) await deps.awaitDownloads?.(data.conversationId, turnId, signal);
-    // Read beside the history: whom the turn acts for is known from the start, unless a group's outsider is read.
-    const userModelRead = userModelFor(persona, data.kind, data.origin?.sender, log);
-    const history = await loadTurnHistory({ db, summaries: deps.summaries, log }, persona, data.conversationId, conversation.historyAfterId, deps.history ?? DEFAULT_HISTORY_BUDGET);
-    const answered = started.resumed && answersInText(data.kind, data.origin) ? answeredBeforeCrash(history) : undefined;
+    const history = await loadTurnHistory(
+      { db, summaries: deps.summaries, log },
+      persona,
+      data.conversationId,
+      conversation.historyAfterId,
+      deps.history ?? DEFAULT_HISTORY_BUDGET,
+      started.history,
+    );
+    let answered: string | undefined;
+    if (started.resumed && answersInText(data.kind, data.origin)) {
+      answered = answeredBeforeCrash(history);
+      // In the transcript already; else the answer an earlier run in this process held, still to be stored.
+      if (answered !== undefined) said.answer = undefined;
+      else answered = said.answer?.content;
+    }
     if (answered !== undefined) {
       log.info('the turn had answered before the restart; that answer is sent');
       return { status: 'ok', reply: stripInternalText(answered), usage: { input: 0, output: 0 }, modelCalls: 0 };
@@ -373,8 +410,12 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
           : undefined,
       onEvent: async (event) => {
         if (event.type === 'message' && !event.fromInbox) {
-          await insertMessage(bookkeeping, { conversationId: data.conversationId, turnId, message: event.message });
           const { message } = event;
+          if (holdAnswer && message.role === 'assistant' && !message.toolCalls?.length) {
+            said.answer = message;
+            return;
+          }
+          await insertMessage(bookkeeping, { conversationId: data.conversationId, turnId, message });
           if (data.kind !== 'user' && message.role === 'assistant' && !message.toolCalls?.length && message.content.trim()) {
             // A weak model's commonest mistake: its answer is text, which a background turn sends nowhere.
             log.info(

@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import type { Persona } from '#src/config/persona.ts';
 import { parseConversationId } from '#src/conversation-id.ts';
 import type { Queryable } from '#src/db/client.ts';
+import type { HistoryRead } from '#src/db/messages.ts';
 import type { ChatMessage } from '#src/llm/types.ts';
 import type { TurnKind } from '#src/turns.ts';
 import type { HistoryBudget } from './history.ts';
@@ -17,8 +18,9 @@ export async function loadTurnHistory(
   conversationId: string,
   afterId: number,
   budget: HistoryBudget,
+  read?: HistoryRead,
 ): Promise<ChatMessage[]> {
-  const window = await loadHistoryWindow(deps.db, conversationId, afterId, budget);
+  const window = await loadHistoryWindow(deps.db, conversationId, afterId, budget, read);
   if (window.summariseThrough !== undefined && deps.summaries) {
     await deps
       .summaries({ persona: persona.name, conversationId, throughMessageId: window.summariseThrough })

@@ -74,6 +74,12 @@ export async function recentMessages(
     .map((r) => ({ id: Number(r.seq), message: r.content }));
 }
 
+/** A conversation's stored history as one read gives it: its summary, when there is one, and messages oldest first. */
+export interface HistoryRead {
+  summary?: { summary: string; throughMessageId: number };
+  rows: { id: number; message: ChatMessage }[];
+}
+
 /**
  * A turn's history in one statement: the conversation's summary when it reaches past `afterId` (a summary from before
  * /new is not this conversation's any more), and its newest `limit` messages after where that summary ends (or after
@@ -83,7 +89,7 @@ export async function historySince(
   db: Queryable,
   conversationId: string,
   options: { afterId: number; limit: number },
-): Promise<{ summary?: { summary: string; throughMessageId: number }; rows: { id: number; message: ChatMessage }[] }> {
+): Promise<HistoryRead> {
   const rows = await clientOf(db)<{ seq: string | null; content: ChatMessage | null; summary: string | null; through: number | null }[]>`
     with s as (
       select summary, through_message_id from conversation_summaries

@@ -1,4 +1,6 @@
 import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm';
+import type { ChatMessage } from '#src/llm/types.ts';
+import { turnEndAssignments, type TurnEnd } from './turns.ts';
 import { clientOf, rowReader, type Queryable } from './client.ts';
 import { outboundMessages } from './schema.ts';
 
@@ -25,6 +27,13 @@ export interface OutboundDraft {
   kind?: 'message' | 'reaction' | 'draft';
   /** The one person a group message concerns (see `OutboundMessage.privateTo`). */
   privateTo?: string;
+  /**
+   * The turn's message that this one says (its answer), for the transcript: written in the statement that writes the
+   * ledger row, and only when it does, so the answer is stored and queued for sending in one commit.
+   */
+  transcript?: ChatMessage;
+  /** How its turn ended, recorded with the sent mark once the platform has it (the turn's last word). */
+  endsTurn?: TurnEnd;
 }
 
 /** Sessions of live processes: a row claimed by a session not in this list lost its sender. */
@@ -41,24 +50,31 @@ export async function insertOutbound(
   const sending = row.status === 'sending';
   const claimedBy = sending ? (row.claimedBy ?? null) : null;
   const json = (value: unknown) => (value === undefined ? null : JSON.stringify(value));
+  const said = row.transcript && row.conversationId ? row.transcript : undefined;
   // Every reply goes through here: written for postgres.js directly (see clientOf).
   const [inserted] = await clientOf(db)<Record<string, unknown>[]>`
     with open as (
       select 1 from outbound_messages where connector = ${row.connector} and chat = ${row.chat} and status in ('pending', 'sending') limit 1
+    ), written as (
+      insert into outbound_messages
+        (dedupe_key, turn_id, conversation_id, connector, chat, thread, reply_to, text, files, buttons, kind, private_to, status, claimed_at, claimed_by)
+      values (${row.dedupeKey}, ${row.turnId ?? null}, ${row.conversationId ?? null}, ${row.connector}, ${row.chat}, ${row.thread ?? null},
+        ${row.replyTo ?? null}, ${row.text}, ${json(row.files)}, ${json(row.buttons)}, ${row.kind ?? 'message'}, ${row.privateTo ?? null},
+        -- Sent at once only when nothing of the chat is still open (by any process): else it waits its turn in the outbox.
+        case when ${sending} and not exists (select 1 from open) then 'sending' else 'pending' end,
+        case when ${sending} and not exists (select 1 from open) then now() end,
+        case when not exists (select 1 from open) then ${claimedBy}::text end)
+      -- A message whose earlier attempt failed for good may be tried again; one sent or in flight may not.
+      on conflict (dedupe_key) do update
+        set status = excluded.status, claimed_at = excluded.claimed_at, claimed_by = excluded.claimed_by, error = null, text = excluded.text
+        where outbound_messages.status = 'failed'
+      returning *
+    ), said as (
+      insert into messages (conversation_id, turn_id, role, content)
+      select ${row.conversationId ?? null}, ${row.turnId ?? null}, ${said?.role ?? 'assistant'}, ${json(said)}::jsonb
+      from written where ${said !== undefined}
     )
-    insert into outbound_messages
-      (dedupe_key, turn_id, conversation_id, connector, chat, thread, reply_to, text, files, buttons, kind, private_to, status, claimed_at, claimed_by)
-    values (${row.dedupeKey}, ${row.turnId ?? null}, ${row.conversationId ?? null}, ${row.connector}, ${row.chat}, ${row.thread ?? null},
-      ${row.replyTo ?? null}, ${row.text}, ${json(row.files)}, ${json(row.buttons)}, ${row.kind ?? 'message'}, ${row.privateTo ?? null},
-      -- Sent at once only when nothing of the chat is still open (by any process): else it waits its turn in the outbox.
-      case when ${sending} and not exists (select 1 from open) then 'sending' else 'pending' end,
-      case when ${sending} and not exists (select 1 from open) then now() end,
-      case when not exists (select 1 from open) then ${claimedBy}::text end)
-    -- A message whose earlier attempt failed for good may be tried again; one sent or in flight may not.
-    on conflict (dedupe_key) do update
-      set status = excluded.status, claimed_at = excluded.claimed_at, claimed_by = excluded.claimed_by, error = null, text = excluded.text
-      where outbound_messages.status = 'failed'
-    returning *`;
+    select * from written`;
   return inserted && readOutbound(inserted);
 }
 
@@ -132,10 +148,19 @@ export async function outboundOrphaned(db: Queryable, id: number): Promise<boole
   return rows.length > 0;
 }
 
-export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number): Promise<void> {
-  await clientOf(db)`
+/** Records that the platform has the message; with `endsTurn`, its turn's end too, in the same statement. */
+export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number, endsTurn?: TurnEnd): Promise<void> {
+  const client = clientOf(db);
+  const sent = client`
     update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
     where id = ${id}`;
+  if (!endsTurn) {
+    await sent;
+    return;
+  }
+  await client`
+    with sent as (${sent} returning turn_id)
+    update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`;
 }
 
 export async function markOutboundFailed(db: Queryable, id: number, error: string, attempts: number): Promise<void> {

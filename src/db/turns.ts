@@ -1,6 +1,8 @@
 import { and, desc, eq, sql } from 'drizzle-orm';
+import type postgres from 'postgres';
 import type { ChatMessage } from '#src/llm/types.ts';
 import { clientOf, type Queryable } from './client.ts';
+import type { HistoryRead } from './messages.ts';
 import { turns } from './schema.ts';
 import { QUEUES } from '#src/jobs/queues.ts';
 
@@ -10,14 +12,30 @@ export type TurnRow = typeof turns.$inferSelect;
  * Starts a user turn in one statement: the conversation marked active (created if need be), the messages waiting in it
  * claimed for the turn oldest first (a message another transaction holds is waited for, see claimPendingMessages), and
  * the turn recorded, unless nothing was waiting (an earlier turn read the message mid-run): then no turn is written
- * and `claimed` is empty.
+ * and `claimed` is empty. With `historyLimit`, the turn's history is read in the same statement, as historySince reads
+ * it after the claim (the messages claimed among it).
  */
 export async function startUserTurn(
   db: Queryable,
   row: { id: string; conversationId: string; persona: string; connector?: string; chat?: string; thread?: string; jobId: string; origin?: unknown },
-): Promise<{ conversation: { historyAfterId: number; thinking: boolean; activeTools: string[] }; claimed: { message: ChatMessage; externalId: string | null }[] }> {
-  const [state] = await clientOf(db)<
-    { history_after_id: number; thinking: boolean; active_tools: string[]; claimed: { id: number; content: ChatMessage; external_id: string | null }[] }[]
+  options: { historyLimit?: number } = {},
+): Promise<{
+  conversation: { historyAfterId: number; thinking: boolean; activeTools: string[] };
+  claimed: { message: ChatMessage; externalId: string | null }[];
+  history?: HistoryRead;
+}> {
+  const client = clientOf(db);
+  const withHistory = options.historyLimit !== undefined;
+  const [state] = await client<
+    {
+      history_after_id: number;
+      thinking: boolean;
+      active_tools: string[];
+      claimed: { id: number; content: ChatMessage; external_id: string | null }[];
+      summary: string | null;
+      summary_through: number | null;
+      history: { seq: number; content: ChatMessage }[] | null;
+    }[]
   >`
     with conversation as (
       insert into conversations (id, persona, connector, chat, thread)
@@ -31,18 +49,40 @@ export async function startUserTurn(
       select id, nextval('messages_id_seq') as seq from picked
     ), claimed as (
       update messages m set turn_id = ${row.id}, seq = numbered.seq from numbered where m.id = numbered.id
-      returning m.id, m.content, m.external_id
+      returning m.id, m.content, m.external_id, m.seq
     ), turn as (
       insert into turns (id, conversation_id, kind, status, job_id, origin)
       select ${row.id}, ${row.conversationId}, 'user', 'running', ${row.jobId}, ${row.origin === undefined ? null : JSON.stringify(row.origin)}::jsonb
       where exists (select 1 from claimed)
+    ), s as (
+      select summary, through_message_id from conversation_summaries, conversation
+      where ${withHistory} and conversation_id = ${row.conversationId} and through_message_id > conversation.history_after_id
+    ), history as (
+      -- The statement sees the messages as they were before the claim: the claimed ones come from the claim itself.
+      select seq, content from (
+        select m.seq, m.content from messages m, conversation
+        where ${withHistory} and m.conversation_id = ${row.conversationId} and m.turn_id is not null
+          and m.seq > coalesce((select through_message_id from s), conversation.history_after_id)
+        union all
+        select seq, content from claimed where ${withHistory}
+      ) h order by seq desc limit ${options.historyLimit ?? 0}
     )
     select history_after_id, thinking, active_tools,
-      coalesce((select json_agg(json_build_object('id', id, 'content', content, 'external_id', external_id) order by id) from claimed), '[]'::json) as claimed
+      coalesce((select json_agg(json_build_object('id', id, 'content', content, 'external_id', external_id) order by id) from claimed), '[]'::json) as claimed,
+      (select summary from s) as summary, (select through_message_id from s) as summary_through,
+      (select json_agg(json_build_object('seq', seq, 'content', content) order by seq) from history) as history
     from conversation`;
   return {
     conversation: { historyAfterId: Number(state.history_after_id), thinking: state.thinking, activeTools: state.active_tools },
     claimed: state.claimed.map((c) => ({ message: c.content, externalId: c.external_id })),
+    ...(withHistory
+      ? {
+          history: {
+            summary: state.summary !== null && state.summary_through !== null ? { summary: state.summary, throughMessageId: Number(state.summary_through) } : undefined,
+            rows: (state.history ?? []).map((r) => ({ id: Number(r.seq), message: r.content })),
+          },
+        }
+      : {}),
   };
 }
 
@@ -71,28 +111,31 @@ export async function getTurnByJob(db: Queryable, jobId: string): Promise<TurnRo
   return row;
 }
 
-export async function finishTurn(
-  db: Queryable,
-  id: string,
-  result: {
-    status: string;
-    inputTokens: number;
-    outputTokens: number;
-    cacheReadTokens?: number;
-    cacheWriteTokens?: number;
-    modelCalls: number;
-    summary?: string;
-    error?: string;
-  },
-): Promise<void> {
-  // Left out (undefined), a field keeps what it had.
-  await clientOf(db)`
-    update turns set status = ${result.status}, input_tokens = ${result.inputTokens}, output_tokens = ${result.outputTokens},
-      cache_read_tokens = coalesce(${result.cacheReadTokens ?? null}, cache_read_tokens),
-      cache_write_tokens = coalesce(${result.cacheWriteTokens ?? null}, cache_write_tokens),
-      model_calls = ${result.modelCalls}, summary = coalesce(${result.summary ?? null}, summary),
-      error = coalesce(${result.error ?? null}, error), ended_at = now()
-    where id = ${id}`;
+/** How a turn ended, as its record keeps it. */
+export interface TurnEnd {
+  status: string;
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  modelCalls: number;
+  summary?: string;
+  error?: string;
+}
+
+/** The SET of a turn's end: left out (undefined), a field keeps what it had. */
+export function turnEndAssignments(client: postgres.Sql, end: TurnEnd) {
+  return client`status = ${end.status}, input_tokens = ${end.inputTokens}, output_tokens = ${end.outputTokens},
+      cache_read_tokens = coalesce(${end.cacheReadTokens ?? null}, cache_read_tokens),
+      cache_write_tokens = coalesce(${end.cacheWriteTokens ?? null}, cache_write_tokens),
+      model_calls = ${end.modelCalls}, summary = coalesce(${end.summary ?? null}, summary),
+      error = coalesce(${end.error ?? null}, error), ended_at = now()`;
+}
+
+export async function finishTurn(db: Queryable, id: string, end: TurnEnd): Promise<void> {
+  // Every turn runs this: written for postgres.js directly (see clientOf).
+  const client = clientOf(db);
+  await client`update turns set ${turnEndAssignments(client, end)} where id = ${id}`;
 }
 
 export async function runningTurn(db: Queryable, conversationId: string): Promise<TurnRow | undefined> {

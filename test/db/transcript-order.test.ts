@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureConversation } from '../../src/db/conversations.ts';
-import { claimPendingMessages, insertMessage, recentMessages } from '../../src/db/messages.ts';
+import { claimPendingMessages, historySince, insertMessage, recentMessages } from '../../src/db/messages.ts';
 import { startUserTurn } from '../../src/db/turns.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 
@@ -34,5 +34,61 @@ describe('the order of the transcript', () => {
     await claim(conversationId, turn);
     await insertMessage(db, { conversationId, turnId: turn, message: { role: 'assistant', content: 'hi' } });
     expect(await texts(conversationId)).toEqual(['user: [reminder] stretch', 'assistant: time to stretch', 'user: hello', 'assistant: hi']);
+  });
+});
+
+describe('the history a user turn reads as it begins', () => {
+  // The history read in the statement that claims the messages is what historySince reads after the claim.
+  const start = (conversationId: string, historyLimit?: number) =>
+    startUserTurn(t.database.db, { id: randomUUID(), conversationId, persona: 'p', jobId: randomUUID() }, historyLimit === undefined ? {} : { historyLimit });
+
+  it('holds the turns before, the messages it claims, and the summary, as a read after the claim does', async () => {
+    const db = t.database.db;
+    const conversationId = `p:chat:${randomUUID().slice(0, 8)}`;
+    await ensureConversation(db, { id: conversationId, persona: 'p' });
+    for (let i = 0; i < 6; i++) {
+      await insertMessage(db, { conversationId, message: { role: 'user', content: `q${i}` } });
+      const { claimed } = await start(conversationId);
+      expect(claimed).toHaveLength(1);
+    }
+    const [, , third] = await recentMessages(db, conversationId, { afterId: 0, limit: 100 });
+    await t.database.sql`insert into conversation_summaries (conversation_id, summary, through_message_id) values (${conversationId}, 'earlier', ${third.id})`;
+    // Two messages wait; a wake turn writes meanwhile.
+    await insertMessage(db, { conversationId, message: { role: 'user', content: 'waiting 1' } });
+    await insertMessage(db, { conversationId, message: { role: 'user', content: 'waiting 2' } });
+    await insertMessage(db, { conversationId, turnId: randomUUID(), message: { role: 'assistant', content: 'a wake turn wrote' } });
+
+    const begun = await start(conversationId, 4);
+    expect(begun.claimed.map((c) => c.message.content)).toEqual(['waiting 1', 'waiting 2']);
+    const after = await historySince(db, conversationId, { afterId: 0, limit: 4 });
+    expect(begun.history).toEqual(after);
+    expect(begun.history!.summary).toEqual({ summary: 'earlier', throughMessageId: third.id });
+    expect(begun.history!.rows.map((r) => r.message.content)).toEqual(['q5', 'a wake turn wrote', 'waiting 1', 'waiting 2']);
+    // With more room, everything after the summary, oldest first.
+    const wide = await historySince(db, conversationId, { afterId: 0, limit: 100 });
+    expect(wide.rows.map((r) => r.message.content)).toEqual(['q3', 'q4', 'q5', 'a wake turn wrote', 'waiting 1', 'waiting 2']);
+  });
+
+  it('starts after where the conversation was started afresh, without a summary from before it', async () => {
+    const db = t.database.db;
+    const conversationId = `p:chat:${randomUUID().slice(0, 8)}`;
+    await ensureConversation(db, { id: conversationId, persona: 'p' });
+    await insertMessage(db, { conversationId, message: { role: 'user', content: 'old' } });
+    await start(conversationId);
+    const [old] = await recentMessages(db, conversationId, { afterId: 0, limit: 100 });
+    await t.database.sql`insert into conversation_summaries (conversation_id, summary, through_message_id) values (${conversationId}, 'before /new', ${old.id})`;
+    await t.database.sql`update conversations set history_after_id = ${old.id} where id = ${conversationId}`;
+    await insertMessage(db, { conversationId, message: { role: 'user', content: 'new' } });
+    const begun = await start(conversationId, 100);
+    expect(begun.conversation.historyAfterId).toBe(old.id);
+    expect(begun.history).toEqual({ summary: undefined, rows: [expect.objectContaining({ message: { role: 'user', content: 'new' } })] });
+    expect(begun.history).toEqual(await historySince(db, conversationId, { afterId: old.id, limit: 100 }));
+  });
+
+  it('is not read unless asked for', async () => {
+    const conversationId = `p:chat:${randomUUID().slice(0, 8)}`;
+    await ensureConversation(t.database.db, { id: conversationId, persona: 'p' });
+    await insertMessage(t.database.db, { conversationId, message: { role: 'user', content: 'hi' } });
+    expect(await start(conversationId)).not.toHaveProperty('history');
   });
 });

@@ -71,6 +71,8 @@ export async function startHarness(
     provider?: 'openai' | 'anthropic';
     /** How the recording connector behaves (its capabilities, whether it opens threads). */
     connector?: RecordingOptions;
+    /** The URL Parlor reaches the test database by, from the database's own (a proxy in front of it, say). */
+    reachDatabase?: (url: string) => Promise<string>;
   } = {},
 ): Promise<Harness> {
   const db = await createTestDatabase();
@@ -80,7 +82,7 @@ export async function startHarness(
   const home = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-home-'));
   const settings = parseSettings({
     PARLOR_HOME: home,
-    DATABASE_URL: db.url,
+    DATABASE_URL: options.reachDatabase ? await options.reachDatabase(db.url) : db.url,
     ...(options.provider === 'anthropic'
       ? { LLM_PROVIDER: 'anthropic', LLM_BASE_URL: fake.anthropicBaseUrl, LLM_API_KEY: 'test-key' }
       : { LLM_BASE_URL: fake.openaiBaseUrl }),

@@ -1,0 +1,61 @@
+// What a direct message costs Postgres in statements, counted on the wire between Parlor and the server.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHarness, type Harness } from '../support/harness.ts';
+import { startStatementProxy, type StatementProxy } from '../support/statement-proxy.ts';
+
+let h: Harness;
+let proxy: StatementProxy;
+
+beforeAll(async () => {
+  h = await startHarness({
+    reachDatabase: async (url) => (proxy = await startStatementProxy(url)).url,
+    // Nothing in the background while the messages are counted: the outbox is swept by notification alone.
+    app: { outboxSweepMs: 10 * 60_000 },
+  });
+});
+afterAll(async () => {
+  await h?.stop();
+  await proxy?.close();
+});
+
+/** One DM, answered, and its turn ended (read past the proxy). */
+async function dm(text: string) {
+  const before = h.chat.sent.length;
+  await h.chat.inject({ text });
+  await h.chat.waitForSent(before + 1, 10_000);
+  for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
+    const [row] = await h.db.database.sql`select count(*)::int as running from turns where status = 'running'`;
+    if (row.running === 0) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('the turn did not end');
+}
+
+describe('statements of a direct message', () => {
+  it('are few: the message stored, the turn begun with its history, its answer stored and sent, its end recorded', async () => {
+    await dm('warm 1');
+    await dm('warm 2');
+    const from = proxy.executed.length;
+    const messages = 10;
+    for (let i = 0; i < messages; i++) await dm(`hello ${i}`);
+    const statements = proxy.executed.slice(from);
+    // Parlor's own: those on the tables a message passes through (sweeps in the background touch others).
+    const own = statements.filter((text) => !/\bpgboss\./.test(text) && /\b(inbound_events|conversations|messages|turns|outbound_messages|user_models)\b/.test(text));
+    const count = (pattern: RegExp) => own.filter((text) => pattern.test(text)).length / messages;
+    // The message, its event and its conversation (with the job enqueued beside it).
+    expect(count(/^with open_question as/)).toBe(1);
+    // The turn begins: its messages claimed, its history read, in one statement; what it knows of the person.
+    expect(count(/^with conversation as .*insert into turns.* history as/)).toBe(1);
+    expect(count(/from user_models/)).toBe(1);
+    // The answer in the transcript and the ledger together; the sent mark and the turn's end together.
+    expect(count(/insert into outbound_messages.*insert into messages/)).toBe(1);
+    expect(count(/update outbound_messages set status = 'sent'.*update turns/)).toBe(1);
+    expect(own.length / messages).toBe(5);
+    // The queue: the job sent, fetched and completed; a fetch when the turn ends only for a job announced meanwhile.
+    const queue = (pattern: RegExp) => statements.filter((text) => /\bpgboss\./.test(text) && pattern.test(text)).length;
+    expect(queue(/^INSERT INTO pgboss\.job/)).toBe(messages);
+    expect(queue(/^WITH results AS \( UPDATE pgboss\.job\w* SET completed_on/)).toBe(messages);
+    // One each, and the slow poll's (every 2 s) while they ran.
+    expect(queue(/strict_fifo_heads/)).toBeLessThanOrEqual(messages + 2);
+  }, 60_000);
+});
