@@ -351,7 +351,11 @@ export async function startApp(options: AppOptions): Promise<App> {
     }
 
     for (const connector of connectors.values()) {
-      await connector.start((event) => ingress.handle(event));
+      await connector.start(async (event) => {
+        const handled = await ingress.handle(event);
+        if (handled.status === 'queued' && handled.conversationId) workers?.announce(handled.conversationId);
+        return handled;
+      });
       cleanups.push(() => connector.stop());
       log.info({ connector: connector.id }, 'connector started');
     }

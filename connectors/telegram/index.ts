@@ -24,6 +24,7 @@ import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { pollUpdates } from './polling.ts';
 import { createTelegramDraft, EDIT_LIMITS } from './draft.ts';
 import { createChatThrottle } from './throttle.ts';
+import { createBotApiFetch } from './fetch.ts';
 
 export interface TelegramOptions {
   token: string;
@@ -55,7 +56,7 @@ const REACTION_EMOJI = new Set(
 export function createTelegramApi(token: string, apiRoot?: string): Api {
   // A call that hangs (a wrong TELEGRAM_API_ROOT, a black-holed network) gives up in time to be retried and logged;
   // the long poll's own wait (25 s) fits well within it.
-  const api = new Api(token, { ...(apiRoot ? { apiRoot } : {}), timeoutSeconds: API_TIMEOUT_SECONDS });
+  const api = new Api(token, { ...(apiRoot ? { apiRoot } : {}), timeoutSeconds: API_TIMEOUT_SECONDS, fetch: createBotApiFetch() });
   // 429s (with retry_after) and 5xx are retried per API call, so a long reply never resends its first parts. Network
   // errors come back at once, to the callers that log them and say when they try again.
   api.config.use(autoRetry({ maxRetryAttempts: 5, maxDelaySeconds: 120, rethrowHttpErrors: true }));

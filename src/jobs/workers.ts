@@ -9,6 +9,11 @@ import { sleep } from '#src/retry.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
 export interface TurnWorkers {
+  /**
+   * This process enqueued a turn job of the conversation and committed it: fetched at once, without waiting for the
+   * database to pass the notification back.
+   */
+  announce(conversationId: string): void;
   /** Stops fetching, gives running turns `graceMs` to finish, then releases the rest back to the queue. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -48,8 +53,10 @@ export async function startTurnWorkers(
   const announced = new Set<string>();
   let fetching: Promise<void> | undefined;
   let fetchAgain = false;
-  /** The last fetch filled every free place: more may be waiting. */
+  /** The last fetch filled every free place, or a job was announced while none was free: more may be waiting. */
   let backlog = false;
+  /** Conversations this process announced itself (its ingress stored their message): their notification is not news. */
+  const heard = new Set<string>();
   let stopped = false;
   let gathering: NodeJS.Timeout | undefined;
 
@@ -65,7 +72,10 @@ export async function startTurnWorkers(
       return;
     }
     const free = concurrency - running.size;
-    if (free <= 0) return;
+    if (free <= 0) {
+      backlog = true;
+      return;
+    }
     fetching = (async () => {
       try {
         const fetched = await boss.fetch<TurnJobData>(QUEUES.turn, { batchSize: free });
@@ -167,13 +177,24 @@ export async function startTurnWorkers(
   const poll = setInterval(pump, (options.pollSeconds ?? 2) * 1000);
   poll.unref();
 
-  const listener = await listen(sql, CHANNELS.turn, (conversationId) => {
+  /** A job of this conversation was enqueued: fetched now, or when its running turn here ends. */
+  const announce = (conversationId: string) => {
     if (conversationId && runningKey(conversationId)) announced.add(conversationId);
     else pump();
+  };
+  const listener = await listen(sql, CHANNELS.turn, (conversationId) => {
+    if (!heard.delete(conversationId)) announce(conversationId);
   });
   pump();
 
   return {
+    announce(conversationId) {
+      if (stopped) return;
+      heard.add(conversationId);
+      // Bounded: a notification that never comes (the listener reconnecting) is forgotten.
+      setTimeout(() => heard.delete(conversationId), 5000).unref();
+      announce(conversationId);
+    },
     async stop(graceMs = 2500) {
       stopped = true;
       clearInterval(poll);

@@ -2,7 +2,7 @@ import { createParser } from 'eventsource-parser';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
 import { Agent, request as httpRequest } from 'undici';
 import { guardedCall } from './stall.ts';
-import { ModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type Usage } from './types.ts';
+import { ModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type ToolSpec, type Usage } from './types.ts';
 
 const DEFAULT_BASE_URL = 'https://api.openai.com/v1';
 /** How much of a failed call's answer is read for its message. */
@@ -42,25 +42,23 @@ async function streamCompletion(
   onTextDelta?: (delta: string) => void,
   touch: () => void = () => {},
 ): Promise<ModelResponse> {
-  const tools: ChatCompletionTool[] = request.tools.map((t) => ({
-    type: 'function',
-    function: { name: t.name, description: t.description, parameters: t.parameters },
-  }));
-  const body: ChatCompletionCreateParamsStreaming = {
-    model: request.model,
-    // Tools before messages, as the prompt is cached, so the request's bytes share their start too.
-    ...(tools.length ? { tools } : {}),
+  const head: Pick<ChatCompletionCreateParamsStreaming, 'model'> = { model: request.model };
+  const rest: Omit<ChatCompletionCreateParamsStreaming, 'model' | 'tools'> = {
     messages: toOpenAiMessages(request),
-    ...(tools.length ? { tool_choice: toolChoice(request) } : {}),
+    ...(request.tools.length ? { tool_choice: toolChoice(request) } : {}),
     ...(request.maxTokens ? { max_tokens: request.maxTokens } : {}),
     ...(request.thinking ? { reasoning_effort: 'high' as const } : {}),
     stream: true,
     stream_options: { include_usage: true },
   };
+  // Tools before messages, as the prompt is cached, so the request's bytes share their start too. The same body as
+  // JSON.stringify gives, with each tool's text written once and kept (a turn sends the same tools at every call).
+  const tools = request.tools.length ? `,"tools":[${request.tools.map(toolJson).join(',')}]` : '';
+  const body = `${JSON.stringify(head).slice(0, -1)}${tools},${JSON.stringify(rest).slice(1)}`;
   const response = await httpRequest(endpoint.url, {
     method: 'POST',
     headers: endpoint.headers,
-    body: JSON.stringify(body),
+    body,
     signal: request.signal,
     dispatcher: endpoint.dispatcher,
   }).catch((err: unknown) => {
@@ -171,6 +169,18 @@ async function statusError(response: Awaited<ReturnType<typeof httpRequest>>): P
   }
   const headers = Object.fromEntries(Object.entries(response.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(', ') : String(v ?? '')]));
   return new StatusError(response.statusCode, headers, `${response.statusCode} ${said.slice(0, 2000) || 'status code (no body)'}`);
+}
+
+/** Each tool's JSON, kept while its parameters object lives (a tool's spec is rebuilt per call, its schema is not). */
+const toolTexts = new WeakMap<object, { name: string; description: string; json: string }>();
+
+function toolJson(spec: ToolSpec): string {
+  const kept = toolTexts.get(spec.parameters);
+  if (kept && kept.name === spec.name && kept.description === spec.description) return kept.json;
+  const tool: ChatCompletionTool = { type: 'function', function: { name: spec.name, description: spec.description, parameters: spec.parameters } };
+  const json = JSON.stringify(tool);
+  toolTexts.set(spec.parameters, { name: spec.name, description: spec.description, json });
+  return json;
 }
 
 function toolChoice(request: ModelRequest) {

@@ -83,9 +83,49 @@ describe('turn workers', () => {
     const ended = Date.now();
     started[0].end();
     await until(() => started.length === 2, 5000);
-    expect(started[1].at - ended).toBeLessThan(1000);
+    expect(started[1].at - ended).toBeLessThan(3000);
     expect(started[1].job.data.conversationId).toBe(conversation);
     started[1].end();
+  });
+
+  it('fetch a job announced while every place was taken as soon as a place is free', async () => {
+    const { runner, started } = heldRunner();
+    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 1, pollSeconds: 60, log });
+    await enqueue(`p:chat:${randomUUID()}`);
+    await until(() => started.length === 1, 5000);
+    const other = `p:chat:${randomUUID()}`;
+    await enqueue(other);
+    await new Promise((r) => setTimeout(r, 300));
+    const ended = Date.now();
+    started[0].end();
+    await until(() => started.length === 2, 5000);
+    expect(started[1].at - ended).toBeLessThan(3000);
+    expect(started[1].job.data.conversationId).toBe(other);
+    started[1].end();
+  });
+
+  it('fetch at once a job this process announces, and let its notification pass without a second fetch', async () => {
+    const { runner, started } = heldRunner();
+    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log });
+    let fetched = 0;
+    const original = jobs.boss.fetch.bind(jobs.boss);
+    jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
+      fetched++;
+      return original(...args);
+    }) as typeof original;
+    try {
+      const conversation = `p:chat:${randomUUID()}`;
+      // Sent without a notification, as a process's own ingress does when it announces the job itself.
+      await jobs.boss.send(QUEUES.turn, { conversationId: conversation, persona: 'p', kind: 'wake', prompt: 'x' }, { singletonKey: conversation });
+      workers.announce(conversation);
+      await until(() => started.length === 1, 3000);
+      await db.database.sql`select pg_notify('parlor_turn', ${conversation})`;
+      await new Promise((r) => setTimeout(r, 300));
+      expect(fetched).toBe(1);
+      started[0].end();
+    } finally {
+      jobs.boss.fetch = original;
+    }
   });
 
   it('keep a running job alive, and stop its turn once the queue has taken the job back', async () => {

@@ -55,6 +55,45 @@ describe('the OpenAI-compatible client on the wire', () => {
     expect(seen.requests[0].body).toMatchObject({ model: 'm', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: 'hi' }] });
   });
 
+  it('sends tools before the messages, byte for byte as JSON.stringify writes the request, and a tool that changed as it is now', async () => {
+    const raw: string[] = [];
+    const { baseUrl } = await serve((_req, res, body) => {
+      raw.push(body);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.end(chunk({ role: 'assistant', content: 'ok' }) + done);
+    });
+    const client = createOpenAiClient({ baseUrl });
+    const parameters = { type: 'object', properties: { city: { type: 'string', description: 'a "quoted" name \u2028 ü' } }, required: ['city'] };
+    const withTools = (description: string): ModelRequest => ({
+      ...request(),
+      tools: [
+        { name: 'weather', description, parameters },
+        { name: 'none', description: 'takes nothing', parameters: { type: 'object', properties: {} } },
+      ],
+      toolChoice: { name: 'weather' },
+      thinking: true,
+      maxTokens: 100,
+    });
+    const expected = (r: ModelRequest) =>
+      JSON.stringify({
+        model: r.model,
+        tools: r.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.parameters } })),
+        messages: [{ role: 'system', content: r.system }, ...r.messages],
+        tool_choice: { type: 'function', function: { name: 'weather' } },
+        max_tokens: 100,
+        reasoning_effort: 'high',
+        stream: true,
+        stream_options: { include_usage: true },
+      });
+    for (const description of ['the weather', 'the weather', 'the weather, now with rain']) {
+      await client.complete(withTools(description));
+      expect(raw.at(-1)).toBe(expected(withTools(description)));
+    }
+    await client.complete(request());
+    expect(JSON.parse(raw.at(-1)!)).not.toHaveProperty('tools');
+    expect(JSON.parse(raw.at(-1)!)).not.toHaveProperty('tool_choice');
+  });
+
   it("an answer that comes a byte at a time is read whole, its usage too", async () => {
     const { baseUrl } = await serve(async (_req, res) => {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
