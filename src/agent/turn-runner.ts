@@ -6,7 +6,7 @@ import type { Database } from '#src/db/client.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
 import { claimArrivedMessages, insertMessage, turnSenders, type HistoryRead } from '#src/db/messages.ts';
-import { outboundForTurn } from '#src/db/outbound-messages.ts';
+import { outboundForTurn, TurnGone } from '#src/db/outbound-messages.ts';
 import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
 import type { ChatMessage, ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
@@ -270,6 +270,11 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     } catch (err) {
       if (err instanceof TurnInterrupted) throw err;
       if (databaseUnavailable(err)) throw new DatabaseAway(err instanceof Error ? err.message : String(err));
+      if (err instanceof TurnGone) {
+        // The database lost the turn's start: it begins again, reading what it read, and answers once.
+        said.answer = undefined;
+        throw new DatabaseAway(err.message);
+      }
       turnLog.error({ err }, 'turn crashed');
       await finishTurn(bookkeeping, turnId, { status: 'failed', inputTokens: 0, outputTokens: 0, modelCalls: 0, error: String(err) }).catch(() => {});
       const sorry = 'Sorry, something went wrong on my side and I could not finish that. Please try again.';

@@ -25,7 +25,8 @@ export interface Database {
    * commit), for a turn's bookkeeping only: its start, its transcript and its end. A crash of Postgres may lose the
    * last fraction of a second of them, never anything after a later ordinary commit (the WAL is flushed in order),
    * and a turn rerun after such a crash writes them again. Never for what must survive a crash by itself: the inbound
-   * message and its job, the ledger row before a send, the sent mark after it.
+   * message and its job, the ledger row before a send, the sent mark after it. A turn whose start was lost while it
+   * ran on is stopped when it writes to the ledger (TurnGone): the messages it read are read again by a new start.
    */
   bookkeeping: Db;
   close(): Promise<void>;
@@ -201,30 +202,34 @@ export function describeError(err: unknown): string {
 }
 
 /**
- * Runs `statements` in one transaction in two round trips, not one per statement: BEGIN and the statements go out
- * together on one connection (Postgres answers them in order), then COMMIT, or ROLLBACK when `keep` says so of their
- * results. A statement that fails fails the whole, with nothing written. For the hot path only: each statement
- * must be issued on the connection it is given, and none may depend on another's result.
+ * Runs statements in one transaction in one round trip: BEGIN, the statements and COMMIT go out together on one
+ * connection, and Postgres answers them in order. A statement that fails aborts the transaction (its COMMIT then rolls
+ * back) and fails the whole, with nothing written. `issue` sends the statements on the connection it is given and
+ * resolves, with their results to come, once every one has been sent (postgres.js sends a query a moment after it is
+ * first awaited or executed, in the order they were); none may depend on another's result. Whatever the results say,
+ * the transaction is committed: a caller that would rather not have kept it undoes it. For the hot path only.
  */
 export async function inOneTrip<T extends readonly unknown[]>(
   sql: postgres.Sql,
-  statements: (c: postgres.ReservedSql) => { [K in keyof T]: PromiseLike<T[K]> },
-  keep: (results: T) => boolean,
+  issue: (c: postgres.ReservedSql) => Promise<{ [K in keyof T]: PromiseLike<T[K]> }>,
 ): Promise<T> {
   const c = await sql.reserve();
   try {
-    // Sent now, so it goes first: postgres.js sends a query when it is first awaited.
     const begin = c`begin`.execute();
-    const settled = await Promise.allSettled([begin, ...statements(c)]);
-    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
-    if (failed) {
-      // ROLLBACK fails only on a broken connection, which the pool then drops.
-      await c`rollback`.catch(() => {});
-      throw failed.reason;
+    let pending: { [K in keyof T]: PromiseLike<T[K]> };
+    try {
+      pending = await issue(c);
+    } catch (err) {
+      // Some statements may have gone out without their COMMIT.
+      await Promise.allSettled([begin, c`rollback`]);
+      throw err;
     }
-    const results = settled.slice(1).map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
-    await (keep(results) ? c`commit` : c`rollback`);
-    return results;
+    const commit = c`commit`.execute();
+    const settled = await Promise.allSettled([begin, ...pending, commit]);
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    // A failed statement's COMMIT rolled back (Postgres answers COMMIT in an aborted transaction with ROLLBACK).
+    if (failed) throw failed.reason;
+    return settled.slice(1, -1).map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
   } finally {
     c.release();
   }

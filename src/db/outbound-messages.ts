@@ -36,6 +36,14 @@ export interface OutboundDraft {
   endsTurn?: TurnEnd;
 }
 
+/**
+ * A message of a turn whose record is gone: Postgres lost the turn's start (committed asynchronously) in a crash, so
+ * the messages it read wait to be read again. What it says is not written: its conversation's next turn answers them.
+ */
+export class TurnGone extends Error {
+  override name = 'TurnGone';
+}
+
 /** Sessions of live processes: a row claimed by a session not in this list lost its sender. */
 const LIVE_SESSIONS = sql`(select application_name from pg_stat_activity where application_name is not null)`;
 
@@ -53,17 +61,20 @@ export async function insertOutbound(
   const said = row.transcript && row.conversationId ? row.transcript : undefined;
   // Every reply goes through here: written for postgres.js directly (see clientOf).
   const [inserted] = await clientOf(db)<Record<string, unknown>[]>`
-    with open as (
+    with turn as (
+      select ${row.turnId ?? null}::uuid is null or exists (select 1 from turns where id = ${row.turnId ?? null}::uuid) as known
+    ), open as (
       select 1 from outbound_messages where connector = ${row.connector} and chat = ${row.chat} and status in ('pending', 'sending') limit 1
     ), written as (
       insert into outbound_messages
         (dedupe_key, turn_id, conversation_id, connector, chat, thread, reply_to, text, files, buttons, kind, private_to, status, claimed_at, claimed_by)
-      values (${row.dedupeKey}, ${row.turnId ?? null}, ${row.conversationId ?? null}, ${row.connector}, ${row.chat}, ${row.thread ?? null},
+      select ${row.dedupeKey}, ${row.turnId ?? null}, ${row.conversationId ?? null}, ${row.connector}, ${row.chat}, ${row.thread ?? null},
         ${row.replyTo ?? null}, ${row.text}, ${json(row.files)}, ${json(row.buttons)}, ${row.kind ?? 'message'}, ${row.privateTo ?? null},
         -- Sent at once only when nothing of the chat is still open (by any process): else it waits its turn in the outbox.
         case when ${sending} and not exists (select 1 from open) then 'sending' else 'pending' end,
         case when ${sending} and not exists (select 1 from open) then now() end,
-        case when not exists (select 1 from open) then ${claimedBy}::text end)
+        case when not exists (select 1 from open) then ${claimedBy}::text end
+      from turn where turn.known
       -- A message whose earlier attempt failed for good may be tried again; one sent or in flight may not.
       on conflict (dedupe_key) do update
         set status = excluded.status, claimed_at = excluded.claimed_at, claimed_by = excluded.claimed_by, error = null, text = excluded.text
@@ -74,7 +85,11 @@ export async function insertOutbound(
       select ${row.conversationId ?? null}, ${row.turnId ?? null}, ${said?.role ?? 'assistant'}, ${json(said)}::jsonb
       from written where ${said !== undefined}
     )
-    select * from written`;
+    select turn.known as turn_known, written.* from turn left join written on true`;
+  // Its turn's record written with the row, or not at all: the WAL is flushed in order, so a turn that is there now
+  // stays there once this commits.
+  if (!inserted.turn_known) throw new TurnGone(`turn ${row.turnId} is gone (its start was lost in a crash of the database); its messages wait for the next turn`);
+  if (inserted.id === null) return undefined;
   return inserted && readOutbound(inserted);
 }
 

@@ -5,7 +5,7 @@ import type { Persona } from '#src/config/persona.ts';
 import { inOneTrip, type Database, type Queryable } from '#src/db/client.ts';
 import { conversationOfThread } from '#src/db/conversation-threads.ts';
 import { ensureConversation } from '#src/db/conversations.ts';
-import { recordInboundEvent, storeInboundMessage } from '#src/db/inbound-events.ts';
+import { recordInboundEvent, storeInboundMessage, type StoredInbound } from '#src/db/inbound-events.ts';
 import { insertMessage } from '#src/db/messages.ts';
 import { sentMessageText } from '#src/db/outbound-messages.ts';
 import { claimSenderNotice } from '#src/db/sender-notices.ts';
@@ -22,7 +22,7 @@ import { sanitizeEvent } from './sanitize.ts';
 
 export interface IngressDeps {
   database: Database;
-  jobs: Pick<JobSystem, 'enqueueTurn'>;
+  jobs: Pick<JobSystem, 'enqueueTurn' | 'deleteTurn'>;
   personas: () => readonly Persona[];
   delivery: Delivery;
   commands: CommandHandler;
@@ -179,26 +179,30 @@ export function createIngress(deps: IngressDeps) {
       sender: `${event.connector}:${event.sender.id}`,
       ...(event.trusted ? { trusted: true } : {}),
     };
-    // The message, its event and its turn's job in one transaction of two statements, sent together; rolled back,
-    // job and all, unless the message was stored.
-    const store = (unlessQuestionIn?: { thread?: string; conversationId?: string }) =>
-      inOneTrip(
-        deps.database.sql,
-        (c) =>
-          [
-            storeInboundMessage(c, {
-              connector: event.connector,
-              externalId: event.externalId,
-              conversation: { id: conversationId, persona: persona.name, chat: event.chat.id, thread: event.chat.thread },
-              message: inboundUserMessage(event, attachments),
-              sender: origin.sender,
-              messageId: event.messageId,
-              unlessQuestionIn,
-            }),
-            deps.jobs.enqueueTurn({ conversationId, persona: persona.name, kind: 'user', origin }, c, { woken: true }),
-          ] as const,
-        ([stored]) => stored === 'stored',
-      ).then(([stored]) => stored);
+    // The message, its event and its turn's job in one transaction of two statements, sent together with its BEGIN and
+    // COMMIT. A job whose message was not stored (a redelivery, or a possible answer) is deleted again: left, it would
+    // only start a turn with nothing to read.
+    const store = async (unlessQuestionIn?: { thread?: string; conversationId?: string }) => {
+      const [jobId, stored] = await inOneTrip<[string | null, StoredInbound]>(deps.database.sql, async (c) => {
+        let sent!: () => void;
+        const jobSent = new Promise<void>((resolve) => (sent = resolve));
+        const job = deps.jobs.enqueueTurn({ conversationId, persona: persona.name, kind: 'user', origin }, c, { woken: true, sent });
+        // pg-boss sends its statement a few steps after it is asked to: the message follows it, then COMMIT.
+        await Promise.race([jobSent, job]);
+        const message = storeInboundMessage(c, {
+          connector: event.connector,
+          externalId: event.externalId,
+          conversation: { id: conversationId, persona: persona.name, chat: event.chat.id, thread: event.chat.thread },
+          message: inboundUserMessage(event, attachments),
+          sender: origin.sender,
+          messageId: event.messageId,
+          unlessQuestionIn,
+        });
+        return [job, message] as const;
+      });
+      if (stored !== 'stored' && jobId) await deps.jobs.deleteTurn(jobId).catch((err: unknown) => log.warn({ err }, 'a turn job without its message could not be deleted; it runs and reads nothing'));
+      return stored;
+    };
     const mayAnswer = !!deps.questions && event.kind === 'message';
     let stored = await store(mayAnswer ? { thread: event.chat.thread, conversationId: openedThread } : undefined);
     if (stored === 'question open') {

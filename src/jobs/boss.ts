@@ -18,18 +18,28 @@ export interface JobSystem {
    * Enqueues a turn; with `tx`, inside that transaction (committed with the message that caused it). Workers
    * hear of it on the turn channel when it commits, instead of at their next poll (`woken`: the caller's own
    * statements notified the channel already). `tx` may be a postgres.js connection in a transaction (see inOneTrip):
-   * the job's statement is then issued on it without waiting for the statements before it.
+   * the job's statement is then issued on it without waiting for the statements before it, and `sent` is told when it
+   * has been handed to the connection (see inOneTrip).
    */
-  enqueueTurn(data: TurnJobData, tx?: Queryable | postgres.Sql, options?: { id?: string; woken?: boolean }): Promise<string | null>;
+  enqueueTurn(data: TurnJobData, tx?: Queryable | postgres.Sql, options?: { id?: string; woken?: boolean; sent?: () => void }): Promise<string | null>;
+  /** Deletes a turn job that has not run (one enqueued for a message that was not stored after all). */
+  deleteTurn(id: string): Promise<void>;
   /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
   send(queue: string, data: object, options: { tx?: Queryable; id?: string; startAfter?: Date; retentionSeconds?: number }): Promise<string | null>;
   stop(options?: { timeoutMs?: number }): Promise<void>;
 }
 
-/** pg-boss's statements on a postgres.js connection, prepared (their texts are few and fixed). */
-function onClient(client: postgres.Sql) {
+/**
+ * pg-boss's statements on a postgres.js connection, prepared (their texts are few and fixed). `sent` is told when a
+ * statement has been handed to the connection, before its answer.
+ */
+function onClient(client: postgres.Sql, sent?: () => void) {
   return {
-    executeSql: async (text: string, values: unknown[] = []) => ({ rows: await client.unsafe(text, values as postgres.ParameterOrJSON<never>[], { prepare: true }) }),
+    executeSql: async (text: string, values: unknown[] = []) => {
+      const query = client.unsafe(text, values as postgres.ParameterOrJSON<never>[], { prepare: true }).execute();
+      sent?.();
+      return { rows: await query };
+    },
   };
 }
 
@@ -124,12 +134,15 @@ export async function startJobSystem(
       const id = await boss.send(QUEUES.turn, data as unknown as object, {
         singletonKey: data.conversationId,
         ...(sendOptions.id ? { id: sendOptions.id } : {}),
-        db: typeof db === 'function' ? onClient(db) : fromDrizzle(db as never, sql),
+        db: typeof db === 'function' ? onClient(db, sendOptions.sent) : fromDrizzle(db as never, sql),
       });
       // pg-boss's own queue notification would wake every idle worker of every process; this one names the
       // conversation, so a process running its turn fetches the job when that turn ends, not before.
       if (!sendOptions.woken) await notify(db, CHANNELS.turn, data.conversationId);
       return id;
+    },
+    async deleteTurn(id) {
+      await boss.deleteJob(QUEUES.turn, id);
     },
     send(queue, data, sendOptions) {
       return boss.send(queue, data, {

@@ -113,6 +113,7 @@ interface Costs {
 
 async function main() {
   const database = await createBenchDatabase({ statements: true });
+  onFailure.push(() => database.drop());
   const admin = postgres(database.url, { max: 1, onnotice: () => {} });
 
   const emulator = new TelegramServer({ port: 0, host: '127.0.0.1', storeTimeout: 600 });
@@ -188,6 +189,7 @@ async function main() {
     parlorPort,
   );
   const parlorPid = parlor.child.pid!;
+  onFailure.unshift(() => stopChild(parlor.child));
   const rssAtStart = processRssMb(parlorPid);
 
   // The floor, a process of its own too.
@@ -196,6 +198,7 @@ async function main() {
     env: { ...process.env, ECHO_TOKEN, ECHO_API_ROOT: apiRoot },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  onFailure.unshift(() => stopChild(echo));
   const echoPort = await new Promise<number>((resolve) => echo.once('message', (m) => resolve((m as { port: number }).port)));
   emulator.setWebhook({ url: `http://127.0.0.1:${echoPort}` } as never, ECHO_TOKEN);
 
@@ -434,5 +437,14 @@ async function parlorRunsBundle(): Promise<boolean> {
   }
 }
 
-await main();
+/** What a run that fails part way stops, so no `parlor start` or Postgres outlives it. */
+const onFailure: (() => Promise<unknown>)[] = [];
+
+try {
+  await main();
+} catch (err) {
+  console.error('the benchmark failed:', err);
+  for (const stop of onFailure) await stop().catch(() => {});
+  process.exit(1);
+}
 process.exit(0);

@@ -84,7 +84,7 @@ beforeAll(async () => {
   const persona = makePersona({ name: 'ana', users: ['chat:u1'], workspace });
   ingress = createIngress({
     database: db.database,
-    jobs: { enqueueTurn: async () => randomUUID() },
+    jobs: { enqueueTurn: async () => randomUUID(), deleteTurn: async () => {} },
     personas: () => [persona],
     delivery: { deliver: async () => ({ status: 'sent' }) } as unknown as Delivery,
     commands: { run: async () => ({ text: '', personal: false }), stop: async () => 'idle' } as CommandHandler,

@@ -85,4 +85,25 @@ describe('the database going away during a turn', () => {
       await h.query(sql`drop trigger blip_outbound on outbound_messages`);
     }
   }, 40_000);
+
+  it('a turn whose start the database lost (a crash before its asynchronous commit reached the disk) sends nothing, and the message is answered once', async () => {
+    let calls = 0;
+    h.fake.setDefault(async (req) => {
+      if (++calls === 1) {
+        // What a crash of Postgres leaves: the message back in waiting, the turn that claimed it never written.
+        await h.query(sql`with lost as (delete from turns where conversation_id = 'testy:chat:u1' and status = 'running' returning id)
+          update messages set turn_id = null where turn_id in (select id from lost) and role = 'user'`);
+      }
+      return { text: `answer ${calls}: ${req.lastUserText}` };
+    });
+    const before = h.chat.sent.length;
+    await h.chat.inject({ text: 'lost start' });
+    await h.chat.waitForSent(before + 1, 20_000);
+    await h.app.waitForIdle('testy:chat:u1');
+    await new Promise((r) => setTimeout(r, 1000));
+    expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['answer 2: lost start']);
+    expect(calls).toBe(2);
+    const answered = await h.query<{ n: number }>(sql`select count(*)::int as n from messages where conversation_id = 'testy:chat:u1' and content->>'content' like 'answer _: lost start'`);
+    expect(answered[0].n).toBe(1);
+  }, 40_000);
 });

@@ -212,6 +212,29 @@ describe('events that cannot be stored', () => {
     expect(reply.text).toBe('echo: jobless');
   });
 
+  it('leave no turn job when the message cannot be written after the job went out beside it', async () => {
+    const turnJobs = async () =>
+      (await rows<{ n: number }>(sql`select count(*)::int as n from pgboss.job where name = 'turn' and singleton_key = 'testy:chat:u1'`))[0].n;
+    const jobsBefore = await turnJobs();
+    await h.query(
+      sql.raw(`
+      create or replace function refuse_message() returns trigger language plpgsql as $$
+      begin
+        if new.content->>'content' = 'unwritable' then raise exception 'no room for messages'; end if;
+        return new;
+      end $$;
+      create or replace trigger refuse_message before insert on messages for each row execute function refuse_message();`),
+    );
+    try {
+      await expect(h.chat.inject({ text: 'unwritable', externalId: 'unwritable-1' })).rejects.toThrow(/no room for messages/);
+      expect(await turnJobs()).toBe(jobsBefore);
+      const [events] = await rows<{ n: number }>(sql`select count(*)::int as n from inbound_events where external_id = 'unwritable-1'`);
+      expect(events.n).toBe(0);
+    } finally {
+      await h.query(sql`drop trigger if exists refuse_message on messages`);
+    }
+  });
+
   it('are never dead-lettered for a failure of the database itself (a deadlock, a lost connection)', async () => {
     await trigger(`new.content->>'content' like '%unlucky%'`, `raise exception 'deadlock detected' using errcode = '40P01'`);
     for (let i = 0; i < 4; i++) await expect(h.chat.inject({ text: 'unlucky timing', externalId: 'transient-1' })).rejects.toThrow();
