@@ -305,11 +305,12 @@ export async function startApp(options: AppOptions): Promise<App> {
       cancelTasks: async (conversationId) => (await subagents.cancelConversation(conversationId)) + (await processes.stopConversation(conversationId)),
     });
     late.commands = commands;
-    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions });
+    let workers: TurnWorkers | undefined;
+    const queued = (conversationId: string, jobId: string) => workers?.announce(conversationId, jobId);
+    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions, queued });
     cleanups.push(() => ingress.stop());
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
-    let workers: TurnWorkers | undefined;
     if (options.worker !== false) {
       maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log, outboxIntervalMs: options.outboxSweepMs });
       cleanups.push(() => maintenance!.stop());
@@ -351,11 +352,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     }
 
     for (const connector of connectors.values()) {
-      await connector.start(async (event) => {
-        const handled = await ingress.handle(event);
-        if (handled.status === 'queued' && handled.conversationId) workers?.announce(handled.conversationId);
-        return handled;
-      });
+      await connector.start((event) => ingress.handle(event));
       cleanups.push(() => connector.stop());
       log.info({ connector: connector.id }, 'connector started');
     }

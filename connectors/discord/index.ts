@@ -146,25 +146,14 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
     let notice: string | undefined;
     try {
       const channel = interaction.channel ?? (await channelOf(interaction.channelId));
-      notice = (await clickWithRetries(normalizeClick(interaction, channel))).notice;
+      // The core waits for a database that is restarting; a click that fails here failed for good.
+      notice = (await handler!(normalizeClick(interaction, channel))).notice;
     } catch (err) {
       log.error({ err, interaction: interaction.id }, 'a click could not be handled');
       notice = CLICK_FAILED;
     }
     if (!(await acknowledged) || !notice) return;
     await interaction.followUp({ content: notice, flags: MessageFlags.Ephemeral, allowedMentions: { parse: [] } }).catch((err: unknown) => log.warn({ err }, 'the notice of a click could not be shown'));
-  }
-
-  /** A click the core could not take (the database blinked) is tried again for a few seconds, not for minutes. */
-  async function clickWithRetries(event: InboundEvent) {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await handler!(event);
-      } catch (err) {
-        if (attempt >= 3) throw err;
-        await sleep(500 * attempt, stopper.signal);
-      }
-    }
   }
 
   async function connect(): Promise<void> {

@@ -4,7 +4,7 @@ import type { Queryable } from './client.ts';
 
 /** Every Postgres notification channel Parlor uses, in one place. */
 export const CHANNELS = {
-  /** A turn job is waiting (payload: its conversation id): a process with a free place fetches it. */
+  /** A turn job is waiting (payload: turnNotice): a process with a free place fetches it. */
   turn: 'parlor_turn',
   /** A message waits in the outbox for a connector (payload: the connector id). */
   outbox: 'parlor_outbox',
@@ -23,6 +23,16 @@ export const CHANNELS = {
 } as const;
 
 export type Channel = (typeof CHANNELS)[keyof typeof CHANNELS];
+
+/** The turn channel's payload: the job's conversation, and the job. */
+export function turnNotice(conversationId: string, jobId: string): string {
+  return `${conversationId}\n${jobId}`;
+}
+
+export function readTurnNotice(payload: string): { conversationId: string; jobId?: string } {
+  const cut = payload.lastIndexOf('\n');
+  return cut < 0 ? { conversationId: payload } : { conversationId: payload.slice(0, cut), jobId: payload.slice(cut + 1) };
+}
 
 /**
  * Notifies every listening process, after the transaction `db` belongs to commits (or at once outside one). `db` is

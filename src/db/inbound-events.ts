@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { lt } from 'drizzle-orm';
 import type postgres from 'postgres';
 import type { ChatMessage } from '#src/llm/types.ts';
-import { CHANNELS } from './channels.ts';
+import { CHANNELS, turnNotice } from './channels.ts';
 import { clientOf, type Queryable } from './client.ts';
 import { openInChat } from './questions.ts';
 import { inboundEvents } from './schema.ts';
@@ -47,6 +47,8 @@ export async function storeInboundMessage(
     sender: string;
     messageId?: string;
     unlessQuestionIn?: { thread?: string; conversationId?: string };
+    /** The turn job enqueued beside it, named in the notification that wakes the workers. */
+    jobId: string;
   },
 ): Promise<StoredInbound> {
   const c = row.conversation;
@@ -71,7 +73,7 @@ export async function storeInboundMessage(
       returning id
     )
     select exists (select 1 from open_question) as question_open, exists (select 1 from event) as fresh,
-      (select count(pg_notify(${CHANNELS.turn}, ${c.id})) from message) as notified`;
+      (select count(pg_notify(${CHANNELS.turn}, ${turnNotice(c.id, row.jobId)})) from message) as notified`;
   if (result.question_open) return 'question open';
   return result.fresh ? 'stored' : 'duplicate';
 }

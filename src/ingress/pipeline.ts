@@ -9,6 +9,8 @@ import { recordInboundEvent, storeInboundMessage, type StoredInbound } from '#sr
 import { insertMessage } from '#src/db/messages.ts';
 import { sentMessageText } from '#src/db/outbound-messages.ts';
 import { claimSenderNotice } from '#src/db/sender-notices.ts';
+import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
+import { sleep } from '#src/retry.ts';
 import type { JobSystem } from '#src/jobs/boss.ts';
 import type { Delivery } from '#src/agent/delivery.ts';
 import type { Questions } from '#src/questions/service.ts';
@@ -23,6 +25,8 @@ import { sanitizeEvent } from './sanitize.ts';
 export interface IngressDeps {
   database: Database;
   jobs: Pick<JobSystem, 'enqueueTurn' | 'deleteTurn'>;
+  /** A message's turn job was committed (this process's workers may fetch it at once, before its notification). */
+  queued?: (conversationId: string, jobId: string) => void;
   personas: () => readonly Persona[];
   delivery: Delivery;
   commands: CommandHandler;
@@ -62,6 +66,9 @@ async function onFirstDelivery<T>(
 /** How long the persona remembers its sent messages for reactions to them. */
 const REACTION_MEMORY_DAYS = 7;
 
+/** How long a click made while the database is away waits for it (a restart takes seconds). */
+const CLICK_WAIT_MS = 20_000;
+
 /**
  * The inbound pipeline: sanitize → clicks → route and authorize → control commands → dedupe, persist the message
  * and enqueue its turn in one transaction → fetch its attachments in the background. The connector acknowledges
@@ -78,6 +85,27 @@ export function createIngress(deps: IngressDeps) {
     uploadCapBytes: deps.uploadCapBytes,
   });
   const onStoreFailure = createDeadLetters({ db, log: deps.log });
+  let stopped = false;
+
+  /**
+   * A click is a person's decision, made once: one made while the database restarts is recorded when it is back
+   * (within CLICK_WAIT_MS), instead of asking them to click again. Trying again is safe: a question already
+   * answered by the try that failed on its way back says so.
+   */
+  async function takeClick(questions: NonNullable<IngressDeps['questions']>, event: InboundEvent): Promise<IngressResult> {
+    const until = Date.now() + CLICK_WAIT_MS;
+    for (let pause = 250; ; pause = Math.min(pause * 2, 2000)) {
+      try {
+        return await questions.handleClick(event);
+      } catch (err) {
+        const left = until - Date.now() - pause;
+        if (stopped || left <= 0 || !databaseUnavailable(err)) throw err;
+        deps.log.warn({ err: (err as Error).message, connector: event.connector }, 'a click waits for the database');
+        await sleep(pause);
+        if (!(await waitForDatabase(deps.database.sql, { withinMs: left, stop: () => stopped }))) throw err;
+      }
+    }
+  }
 
   /**
    * A reaction to one of the persona's recent messages goes into the transcript (the next turn sees it) without
@@ -115,7 +143,7 @@ export function createIngress(deps: IngressDeps) {
     if ((event.trusted || event.persona) && !deps.connectors?.get(event.connector)?.local) event = { ...event, trusted: undefined, persona: undefined };
     const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
     if (event.kind === 'click') {
-      return deps.questions ? deps.questions.handleClick(event) : { status: 'click', notice: 'This button is no longer active.' };
+      return deps.questions ? takeClick(deps.questions, event) : { status: 'click', notice: 'This button is no longer active.' };
     }
 
     // Posted in a thread the bot opened for a reply: it continues that reply's conversation.
@@ -183,10 +211,11 @@ export function createIngress(deps: IngressDeps) {
     // COMMIT. A job whose message was not stored (a redelivery, or a possible answer) is deleted again: left, it would
     // only start a turn with nothing to read.
     const store = async (unlessQuestionIn?: { thread?: string; conversationId?: string }) => {
-      const [jobId, stored] = await inOneTrip<[string | null, StoredInbound]>(deps.database.sql, async (c) => {
+      const jobId = randomUUID();
+      const [, stored] = await inOneTrip<[string | null, StoredInbound]>(deps.database.sql, async (c) => {
         let sent!: () => void;
         const jobSent = new Promise<void>((resolve) => (sent = resolve));
-        const job = deps.jobs.enqueueTurn({ conversationId, persona: persona.name, kind: 'user', origin }, c, { woken: true, sent });
+        const job = deps.jobs.enqueueTurn({ conversationId, persona: persona.name, kind: 'user', origin }, c, { id: jobId, woken: true, sent });
         // pg-boss sends its statement a few steps after it is asked to: the message follows it, then COMMIT.
         await Promise.race([jobSent, job]);
         const message = storeInboundMessage(c, {
@@ -197,10 +226,12 @@ export function createIngress(deps: IngressDeps) {
           sender: origin.sender,
           messageId: event.messageId,
           unlessQuestionIn,
+          jobId,
         });
         return [job, message] as const;
       });
-      if (stored !== 'stored' && jobId) await deps.jobs.deleteTurn(jobId).catch((err: unknown) => log.warn({ err }, 'a turn job without its message could not be deleted; it runs and reads nothing'));
+      if (stored === 'stored') deps.queued?.(conversationId, jobId);
+      else await deps.jobs.deleteTurn(jobId).catch((err: unknown) => log.warn({ err }, 'a turn job without its message could not be deleted; it runs and reads nothing'));
       return stored;
     };
     const mayAnswer = !!deps.questions && event.kind === 'message';
@@ -232,7 +263,10 @@ export function createIngress(deps: IngressDeps) {
       }
     },
     /** Starts no more downloads and lets running ones finish for a moment (the turns settle the rest). */
-    stop: () => downloads.stop(),
+    stop: () => {
+      stopped = true;
+      return downloads.stop();
+    },
   };
 }
 

@@ -4,7 +4,7 @@ import type postgres from 'postgres';
 import type { Logger } from 'pino';
 import { type Database, type Queryable } from '#src/db/client.ts';
 import { QUEUES } from './queues.ts';
-import { CHANNELS, notify } from '#src/db/channels.ts';
+import { CHANNELS, notify, turnNotice } from '#src/db/channels.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
 /** How soon a short job (a firing, a summary) held by a process that died is handed out again (pg-boss's least). */
@@ -138,7 +138,7 @@ export async function startJobSystem(
       });
       // pg-boss's own queue notification would wake every idle worker of every process; this one names the
       // conversation, so a process running its turn fetches the job when that turn ends, not before.
-      if (!sendOptions.woken) await notify(db, CHANNELS.turn, data.conversationId);
+      if (!sendOptions.woken && id) await notify(db, CHANNELS.turn, turnNotice(data.conversationId, id));
       return id;
     },
     async deleteTurn(id) {

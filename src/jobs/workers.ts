@@ -4,7 +4,7 @@ import type { Job } from 'pg-boss';
 import type { TurnRunner } from '#src/agent/turn-runner.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES } from './queues.ts';
-import { CHANNELS, listen } from '#src/db/channels.ts';
+import { CHANNELS, listen, readTurnNotice } from '#src/db/channels.ts';
 import { sleep } from '#src/retry.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
@@ -13,7 +13,7 @@ export interface TurnWorkers {
    * This process enqueued a turn job of the conversation and committed it: fetched at once, without waiting for the
    * database to pass the notification back.
    */
-  announce(conversationId: string): void;
+  announce(conversationId: string, jobId: string): void;
   /** Stops fetching, gives running turns `graceMs` to finish, then releases the rest back to the queue. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -55,8 +55,22 @@ export async function startTurnWorkers(
   let fetchAgain = false;
   /** The last fetch filled every free place, or a job was announced while none was free: more may be waiting. */
   let backlog = false;
-  /** Conversations this process announced itself (its ingress stored their message): their notification is not news. */
-  const heard = new Set<string>();
+  /**
+   * A job this process stored is heard of twice, by its own ingress and by its notification, in either order: the
+   * first fetches, the second is not news. Jobs heard of once are kept for a few seconds (two generations).
+   */
+  let heard = new Set<string>();
+  let heardBefore = new Set<string>();
+  const firstHeard = (jobId: string) => {
+    if (heard.delete(jobId) || heardBefore.delete(jobId)) return false;
+    heard.add(jobId);
+    return true;
+  };
+  const forget = setInterval(() => {
+    heardBefore = heard;
+    heard = new Set();
+  }, 5000);
+  forget.unref();
   let stopped = false;
   let gathering: NodeJS.Timeout | undefined;
 
@@ -80,7 +94,9 @@ export async function startTurnWorkers(
       try {
         const fetched = await boss.fetch<TurnJobData>(QUEUES.turn, { batchSize: free });
         backlog = fetched.length === free;
-        for (const job of fetched) start(job);
+        // Fetched as the process began to stop: back to the queue, for the next process or start.
+        if (stopped) await giveBack(fetched, 'stopping');
+        else for (const job of fetched) start(job);
       } catch (err) {
         // The database away for a moment: the poll tries again.
         log.warn({ err }, 'turn jobs could not be fetched');
@@ -102,12 +118,7 @@ export async function startTurnWorkers(
       .run({ id: job.id, data: job.data, retryCount: job.retryCount, signal: controller.signal })
       .then(
         () => completer.add(job),
-        async (err: unknown) => {
-          await boss.fail(QUEUES.turn, { id: job.id, retryCount: job.retryCount }, { message: err instanceof Error ? err.message : String(err) }).catch((failed: unknown) =>
-            // Left active: its heartbeat stops with it, and the queue hands it out again.
-            log.warn({ err: failed, job: job.id }, 'a turn job could not be given back to its queue'),
-          );
-        },
+        (err: unknown) => giveBack([job], err instanceof Error ? err.message : String(err)),
       )
       .finally(() => {
         running.delete(job.id);
@@ -115,6 +126,15 @@ export async function startTurnWorkers(
         if (backlog) refill();
         else if (waiting) pump();
       });
+  }
+
+  /** Jobs handed back to the queue, which runs them again (after its retry delay); fenced to the attempts held here. */
+  async function giveBack(held: readonly Job<TurnJobData>[], why: string): Promise<void> {
+    if (held.length === 0) return;
+    await boss.fail(QUEUES.turn, held.map((job) => ({ id: job.id, retryCount: job.retryCount })), { message: why }).catch((err: unknown) =>
+      // Left active: their heartbeat stops, and the queue hands them out again.
+      log.warn({ err, jobs: held.length }, 'turn jobs could not be given back to their queue'),
+    );
   }
 
   /** A place is free while jobs wait: fetched for at once when half the places are free, else a moment later. */
@@ -182,22 +202,20 @@ export async function startTurnWorkers(
     if (conversationId && runningKey(conversationId)) announced.add(conversationId);
     else pump();
   };
-  const listener = await listen(sql, CHANNELS.turn, (conversationId) => {
-    if (!heard.delete(conversationId)) announce(conversationId);
+  const listener = await listen(sql, CHANNELS.turn, (payload) => {
+    const { conversationId, jobId } = readTurnNotice(payload);
+    if (!jobId || firstHeard(jobId)) announce(conversationId);
   });
   pump();
 
   return {
-    announce(conversationId) {
-      if (stopped) return;
-      heard.add(conversationId);
-      // Bounded: a notification that never comes (the listener reconnecting) is forgotten.
-      setTimeout(() => heard.delete(conversationId), 5000).unref();
-      announce(conversationId);
+    announce(conversationId, jobId) {
+      if (!stopped && firstHeard(jobId)) announce(conversationId);
     },
     async stop(graceMs = 2500) {
       stopped = true;
       clearInterval(poll);
+      clearInterval(forget);
       clearTimeout(gathering);
       await listener.unlisten().catch(() => {});
       await fetching;
@@ -209,6 +227,9 @@ export async function startTurnWorkers(
       while (running.size > 0 && Date.now() < end) await sleep(50);
       clearInterval(heartbeat);
       await completer.idle();
+      // A turn that did not let go (a tool that ignores its signal): its job goes back now rather than when its
+      // heartbeat runs out; a completion it writes later no longer counts (the attempt is fenced).
+      await giveBack([...running.values()].map((h) => h.job), 'stopped');
     },
   };
 }

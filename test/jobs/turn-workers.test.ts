@@ -7,6 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { TurnJob, TurnRunner } from '../../src/agent/turn-runner.ts';
 import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
+import { turnNotice } from '../../src/db/channels.ts';
 import { startTurnWorkers, type TurnWorkers } from '../../src/jobs/workers.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { until } from '../support/until.ts';
@@ -70,41 +71,36 @@ describe('turn workers', () => {
     }
   });
 
-  it('fetch a conversation’s next job as soon as its turn ends, without waiting for the poll', async () => {
+  /**
+   * A first turn runs; `second`'s job is enqueued meanwhile and cannot start (its conversation's turn runs, or every
+   * place is taken). Once the first ends, the second starts at once, not at the next poll (a minute away).
+   */
+  async function startsWhenTheFirstEnds(concurrency: number, first: string, second: string) {
     const { runner, started } = heldRunner();
-    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log });
-    const conversation = `p:chat:${randomUUID()}`;
-    await enqueue(conversation);
+    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency, pollSeconds: 60, log });
+    await enqueue(first);
     await until(() => started.length === 1, 5000);
-    // Announced while the first runs: it cannot start before the first job is completed.
-    await enqueue(conversation);
+    await enqueue(second);
     await new Promise((r) => setTimeout(r, 300));
     expect(started).toHaveLength(1);
     const ended = Date.now();
     started[0].end();
     await until(() => started.length === 2, 5000);
     expect(started[1].at - ended).toBeLessThan(3000);
-    expect(started[1].job.data.conversationId).toBe(conversation);
+    expect(started[1].job.data.conversationId).toBe(second);
     started[1].end();
+  }
+
+  it('fetch a conversation’s next job as soon as its turn ends, without waiting for the poll', async () => {
+    const conversation = `p:chat:${randomUUID()}`;
+    await startsWhenTheFirstEnds(4, conversation, conversation);
   });
 
   it('fetch a job announced while every place was taken as soon as a place is free', async () => {
-    const { runner, started } = heldRunner();
-    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 1, pollSeconds: 60, log });
-    await enqueue(`p:chat:${randomUUID()}`);
-    await until(() => started.length === 1, 5000);
-    const other = `p:chat:${randomUUID()}`;
-    await enqueue(other);
-    await new Promise((r) => setTimeout(r, 300));
-    const ended = Date.now();
-    started[0].end();
-    await until(() => started.length === 2, 5000);
-    expect(started[1].at - ended).toBeLessThan(3000);
-    expect(started[1].job.data.conversationId).toBe(other);
-    started[1].end();
+    await startsWhenTheFirstEnds(1, `p:chat:${randomUUID()}`, `p:chat:${randomUUID()}`);
   });
 
-  it('fetch at once a job this process announces, and let its notification pass without a second fetch', async () => {
+  it('fetch at once a job this process announces, and let its notification pass without a second fetch, in either order', async () => {
     const { runner, started } = heldRunner();
     workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log });
     let fetched = 0;
@@ -116,13 +112,21 @@ describe('turn workers', () => {
     try {
       const conversation = `p:chat:${randomUUID()}`;
       // Sent without a notification, as a process's own ingress does when it announces the job itself.
-      await jobs.boss.send(QUEUES.turn, { conversationId: conversation, persona: 'p', kind: 'wake', prompt: 'x' }, { singletonKey: conversation });
-      workers.announce(conversation);
+      const id = (await jobs.boss.send(QUEUES.turn, { conversationId: conversation, persona: 'p', kind: 'wake', prompt: 'x' }, { singletonKey: conversation }))!;
+      workers.announce(conversation, id);
       await until(() => started.length === 1, 3000);
-      await db.database.sql`select pg_notify('parlor_turn', ${conversation})`;
+      await db.database.sql`select pg_notify('parlor_turn', ${turnNotice(conversation, id)})`;
       await new Promise((r) => setTimeout(r, 300));
       expect(fetched).toBe(1);
-      started[0].end();
+      // The other order: the notification comes first (as it often does), then the ingress says so.
+      const other = `p:chat:${randomUUID()}`;
+      const second = (await jobs.boss.send(QUEUES.turn, { conversationId: other, persona: 'p', kind: 'wake', prompt: 'x' }, { singletonKey: other }))!;
+      await db.database.sql`select pg_notify('parlor_turn', ${turnNotice(other, second)})`;
+      await until(() => started.length === 2, 3000);
+      workers.announce(other, second);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(fetched).toBe(2);
+      for (const s of started) s.end();
     } finally {
       jobs.boss.fetch = original;
     }
