@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import type { Persona } from '#src/config/persona.ts';
+import { databaseUnavailable } from '#src/db/unavailable.ts';
+import { sleep } from '#src/retry.ts';
 import type { ToolCall, ToolSpec } from '#src/llm/types.ts';
 import { listNames, visibleTools } from './catalog.ts';
 import { scrubSecrets } from './scrub.ts';
@@ -24,6 +26,23 @@ export function needsApproval(tool: Pick<Tool, 'name' | 'approval' | 'group' | '
 /** A call's own key (ToolContext.callKey): its turn, the model's id for it and a digest of its arguments. */
 function callKey(turnId: string, call: ToolCall): string {
   return `${turnId}/${call.id}/${createHash('sha256').update(call.arguments).digest('base64url').slice(0, 16)}`;
+}
+
+/**
+ * A call that may run again to no further effect (Tool.resumable) and failed because the database is away (a restart)
+ * runs again, more slowly each time, until it succeeds, fails otherwise, or its time or turn ends: a reminder set
+ * while Postgres restarts is set, instead of the model being told it failed (and, as often, saying it was set).
+ */
+async function runWhileDatabaseAway(tool: Tool, args: unknown, ctx: ToolContext): Promise<string | ToolOutput> {
+  for (let pause = 250; ; pause = Math.min(pause * 2, 2000)) {
+    try {
+      return await tool.run(args, ctx);
+    } catch (err) {
+      if (!databaseUnavailable(err) || ctx.signal.aborted || tool.resumable?.(args as never) !== true) throw err;
+      ctx.log.warn({ tool: tool.name, err: (err as Error).message }, 'the database is away; the call runs again when it may be back');
+      await sleep(pause, ctx.signal);
+    }
+  }
 }
 
 export type ApprovalGate = (request: { tool: Tool; args: unknown; ctx: ToolContext }) => Promise<{ allowed: boolean; reason?: string }>;
@@ -148,7 +167,7 @@ export class ToolRunner {
     arm();
     const outcome = await Promise.race<Race>([
       Promise.resolve()
-        .then(() => tool.run(args, callCtx))
+        .then(() => runWhileDatabaseAway(tool, args, callCtx))
         .then(
           (value) => ({ kind: 'done' as const, value }),
           (error: unknown) => ({ kind: 'crashed' as const, error }),

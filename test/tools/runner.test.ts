@@ -145,6 +145,39 @@ describe('ToolRunner.execute: failures while running', () => {
     expect((await runner.execute(call('weird'), [sync, weird], ctx)).content).toBe('crashed: weird failed: plain string');
   });
 
+  it('a call that may run again, failing while the database restarts, runs again until it is back; any other call fails at once', async () => {
+    const away = () => Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+    let tries = 0;
+    const keyed: Tool = { name: 'keyed', description: '', parameters: open, resumable: () => true, run: async () => (++tries < 3 ? Promise.reject(away()) : 'set') };
+    let plainTries = 0;
+    const plain: Tool = { name: 'plain', description: '', parameters: open, run: async () => { plainTries++; throw away(); } };
+    let otherTries = 0;
+    const other: Tool = { name: 'other', description: '', parameters: open, resumable: () => true, run: async () => { otherTries++; throw new Error('no such row'); } };
+    const runner = new ToolRunner([keyed, plain, other]);
+    const started = Date.now();
+    expect((await runner.execute(call('keyed'), [keyed, plain, other], makeToolContext())).content).toBe('set');
+    expect(tries).toBe(3);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(700);
+    expect((await runner.execute(call('plain'), [keyed, plain, other], makeToolContext())).content).toBe('crashed: plain failed: terminating connection due to administrator command');
+    expect(plainTries).toBe(1);
+    expect((await runner.execute(call('other'), [keyed, plain, other], makeToolContext())).content).toBe('crashed: other failed: no such row');
+    expect(otherTries).toBe(1);
+  });
+
+  it('a call waiting for the database stops at its timeout and with its turn', async () => {
+    const away = () => Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' });
+    let tries = 0;
+    const keyed: Tool = { name: 'keyed', description: '', parameters: open, timeoutMs: 600, resumable: () => true, run: async () => { tries++; throw away(); } };
+    const runner = new ToolRunner([keyed]);
+    expect((await runner.execute(call('keyed'), [keyed], makeToolContext())).content).toMatch(/^timeout: keyed did not finish/);
+    const after = tries;
+    await sleep(1500);
+    expect(tries).toBe(after);
+    const turn = new AbortController();
+    setTimeout(() => turn.abort(), 300);
+    expect((await runner.execute(call('keyed'), [{ ...keyed, timeoutMs: 30_000 }], makeToolContext({ signal: turn.signal }))).content).toMatch(/^cancelled: /);
+  });
+
   it('does not run a tool when the turn was already stopped', async () => {
     const { tool, runs } = recordingTool('echo');
     const turn = new AbortController();
