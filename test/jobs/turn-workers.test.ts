@@ -46,6 +46,17 @@ function heldRunner() {
   return { runner, started };
 }
 
+/** Counts the queue's fetches until restore(). */
+function countFetches() {
+  const original = jobs.boss.fetch.bind(jobs.boss);
+  const counter = { count: 0, restore: () => void (jobs.boss.fetch = original) };
+  jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
+    counter.count++;
+    return original(...args);
+  }) as typeof original;
+  return counter;
+}
+
 const enqueue = (conversationId: string) => jobs.enqueueTurn({ conversationId, persona: 'p', kind: 'wake', prompt: 'x' });
 const state = async (id: string) => (await db.database.sql`select state, heartbeat_on, started_on from pgboss.job where id = ${id}`)[0];
 
@@ -54,19 +65,14 @@ describe('turn workers', () => {
     const { runner, started } = heldRunner();
     const conversations = Array.from({ length: 5 }, () => `p:chat:${randomUUID()}`);
     for (const c of conversations) await enqueue(c);
-    let fetched = 0;
-    const original = jobs.boss.fetch.bind(jobs.boss);
-    jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
-      fetched++;
-      return original(...args);
-    }) as typeof original;
+    const fetches = countFetches();
     try {
       workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 8, pollSeconds: 60, log });
       await until(() => started.length === 5, 5000);
-      expect(fetched).toBe(1);
+      expect(fetches.count).toBe(1);
       expect(new Set(started.map((s) => s.job.data.conversationId))).toEqual(new Set(conversations));
     } finally {
-      jobs.boss.fetch = original;
+      fetches.restore();
       for (const s of started) s.end();
     }
   });
@@ -103,12 +109,7 @@ describe('turn workers', () => {
   it('fetch at once a job this process announces, and let its notification pass without a second fetch, in either order', async () => {
     const { runner, started } = heldRunner();
     workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log });
-    let fetched = 0;
-    const original = jobs.boss.fetch.bind(jobs.boss);
-    jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
-      fetched++;
-      return original(...args);
-    }) as typeof original;
+    const fetches = countFetches();
     try {
       const conversation = `p:chat:${randomUUID()}`;
       // Sent without a notification, as a process's own ingress does when it announces the job itself.
@@ -117,7 +118,7 @@ describe('turn workers', () => {
       await until(() => started.length === 1, 3000);
       await db.database.sql`select pg_notify('parlor_turn', ${turnNotice(conversation, id)})`;
       await new Promise((r) => setTimeout(r, 300));
-      expect(fetched).toBe(1);
+      expect(fetches.count).toBe(1);
       // The other order: the notification comes first (as it often does), then the ingress says so.
       const other = `p:chat:${randomUUID()}`;
       const second = (await jobs.boss.send(QUEUES.turn, { conversationId: other, persona: 'p', kind: 'wake', prompt: 'x' }, { singletonKey: other }))!;
@@ -125,10 +126,10 @@ describe('turn workers', () => {
       await until(() => started.length === 2, 3000);
       workers.announce(other, second);
       await new Promise((r) => setTimeout(r, 300));
-      expect(fetched).toBe(2);
+      expect(fetches.count).toBe(2);
       for (const s of started) s.end();
     } finally {
-      jobs.boss.fetch = original;
+      fetches.restore();
     }
   });
 
