@@ -88,6 +88,8 @@ interface StartedTurn {
   files: boolean;
   /** The history, read as the turn began (a turn waiting for files reads it again once they are in). */
   history?: HistoryRead;
+  /** The model of the person it acts for, read as it began (`begin`'s `userModelOf`). */
+  userModel?: UserModelEntry[];
 }
 
 /** What a turn said that is stored as it is delivered: its answer, held until conclude writes it. */
@@ -136,7 +138,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   const { replyStreamFor, conclude, deliverTo, warnPrimary, startTyping } = createTurnOutput(deps);
 
   /** `again`: the job ran before (redelivered, or run again after the database was away), so it may have a turn. */
-  async function begin(job: TurnJob, persona: Persona, again: boolean): Promise<StartedTurn | undefined> {
+  async function begin(job: TurnJob, persona: Persona, again: boolean, userModelOf?: string): Promise<StartedTurn | undefined> {
     const { data } = job;
     const existing = again ? await getTurnByJob(db, job.id) : undefined;
     if (existing) {
@@ -170,7 +172,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
     const turnId = randomUUID();
     if (data.kind === 'user') {
-      const { conversation, claimed, history } = await startUserTurn(
+      const { conversation, claimed, history, userModel } = await startUserTurn(
         bookkeeping,
         {
           id: turnId,
@@ -182,14 +184,14 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
           jobId: job.id,
           origin: data.origin,
         },
-        { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET) },
+        { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET), userModelOf },
       );
       // Nothing waiting: an earlier turn already read this message mid-run.
       if (claimed.length === 0) return undefined;
       // In a group the answer quotes the message it answers; in a DM it needs no quote.
       const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
       const files = claimed.some(({ message }) => message.role === 'user' && !!message.attachments?.length);
-      return { turnId, replyTo, conversation, resumed: false, files, ...(files ? {} : { history }) };
+      return { turnId, replyTo, conversation, resumed: false, files, userModel, ...(files ? {} : { history }) };
     }
     return bookkeeping.transaction(async (tx): Promise<StartedTurn> => {
       const conversation = await ensureConversation(tx, {
@@ -238,12 +240,16 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
 
   async function runOnce(job: TurnJob, persona: Persona, again: boolean, log: Logger, said: Said): Promise<void> {
     const { data } = job;
-    // Read beside the turn's start: whom the turn acts for is known from its job, unless a group's outsider is read.
-    const userModelRead = userModelFor(persona, data.kind, data.origin?.sender, log);
-    const started = await begin(job, persona, again).catch((err: unknown) => {
+    // Whom the turn acts for is known from its job (unless a group's outsider is read): a user turn's start reads their
+    // model in its statement; another turn's (or one run again) is read beside it.
+    const sender = data.origin?.sender;
+    const inStart = data.kind === 'user' && !again && !!deps.userModel && sender !== undefined;
+    const readBeside = inStart ? undefined : userModelFor(persona, data.kind, sender, log);
+    const started = await begin(job, persona, again, inStart ? sender : undefined).catch((err: unknown) => {
       throw databaseUnavailable(err) ? new DatabaseAway(err instanceof Error ? err.message : String(err)) : err;
     });
     if (!started) return;
+    const userModelRead = readBeside ?? Promise.resolve(started.userModel && sender !== undefined ? { user: sender, entries: started.userModel } : undefined);
     const { turnId } = started;
     const turnLog = log.child({ turn: turnId });
     let stream: ReplyStream | undefined;

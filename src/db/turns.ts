@@ -4,6 +4,7 @@ import type { ChatMessage } from '#src/llm/types.ts';
 import { clientOf, type Queryable } from './client.ts';
 import type { HistoryRead } from './messages.ts';
 import { turns } from './schema.ts';
+import { USER_MODEL_LIMIT } from './user-models.ts';
 import { QUEUES } from '#src/jobs/queues.ts';
 
 export type TurnRow = typeof turns.$inferSelect;
@@ -13,19 +14,22 @@ export type TurnRow = typeof turns.$inferSelect;
  * claimed for the turn oldest first (a message another transaction holds is waited for, see claimPendingMessages), and
  * the turn recorded, unless nothing was waiting (an earlier turn read the message mid-run): then no turn is written
  * and `claimed` is empty. With `historyLimit`, the turn's history is read in the same statement, as historySince reads
- * it after the claim (the messages claimed among it).
+ * it after the claim (the messages claimed among it); with `userModelOf`, the persona's model of that person too.
  */
 export async function startUserTurn(
   db: Queryable,
   row: { id: string; conversationId: string; persona: string; connector?: string; chat?: string; thread?: string; jobId: string; origin?: unknown },
-  options: { historyLimit?: number } = {},
+  options: { historyLimit?: number; userModelOf?: string } = {},
 ): Promise<{
   conversation: { historyAfterId: number; thinking: boolean; activeTools: string[] };
   claimed: { message: ChatMessage; externalId: string | null }[];
   history?: HistoryRead;
+  /** The persona's model of `userModelOf`, as userModelOf() reads it, when asked for. */
+  userModel?: { dimension: string; content: string; confidence: number; updatedAt: Date }[];
 }> {
   const client = clientOf(db);
   const withHistory = options.historyLimit !== undefined;
+  const withUserModel = options.userModelOf !== undefined;
   const [state] = await client<
     {
       history_after_id: number;
@@ -35,6 +39,7 @@ export async function startUserTurn(
       summary: string | null;
       summary_through: number | null;
       history: { seq: number; content: ChatMessage }[] | null;
+      user_model: { dimension: string; content: string; confidence: number; updated_at: string }[] | null;
     }[]
   >`
     with conversation as (
@@ -70,7 +75,11 @@ export async function startUserTurn(
     select history_after_id, thinking, active_tools,
       coalesce((select json_agg(json_build_object('id', id, 'content', content, 'external_id', external_id) order by id) from claimed), '[]'::json) as claimed,
       (select summary from s) as summary, (select through_message_id from s) as summary_through,
-      (select json_agg(json_build_object('seq', seq, 'content', content) order by seq) from history) as history
+      (select json_agg(json_build_object('seq', seq, 'content', content) order by seq) from history) as history,
+      (select json_agg(json_build_object('dimension', dimension, 'content', content, 'confidence', confidence, 'updated_at', updated_at)
+          order by confidence desc, updated_at desc, dimension)
+        from (select * from user_models where ${withUserModel} and persona = ${row.persona} and user_address = ${options.userModelOf ?? ''}
+          order by confidence desc, updated_at desc, dimension limit ${USER_MODEL_LIMIT}) u) as user_model
     from conversation`;
   return {
     conversation: { historyAfterId: Number(state.history_after_id), thinking: state.thinking, activeTools: state.active_tools },
@@ -82,6 +91,9 @@ export async function startUserTurn(
             rows: (state.history ?? []).map((r) => ({ id: Number(r.seq), message: r.content })),
           },
         }
+      : {}),
+    ...(withUserModel
+      ? { userModel: (state.user_model ?? []).map((r) => ({ dimension: r.dimension, content: r.content, confidence: r.confidence, updatedAt: new Date(r.updated_at) })) }
       : {}),
   };
 }

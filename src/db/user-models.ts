@@ -22,8 +22,11 @@ export async function upsertUserModel(
   return result;
 }
 
+/** The most aspects of a person a turn reads. */
+export const USER_MODEL_LIMIT = 50;
+
 /** The persona's model of one person, the most confident and newest first, at most `limit` aspects. */
-export async function userModelOf(db: Queryable, persona: string, userAddress: string, limit = 50): Promise<UserModelRow[]> {
+export async function userModelOf(db: Queryable, persona: string, userAddress: string, limit = USER_MODEL_LIMIT): Promise<UserModelRow[]> {
   // Every turn with a person reads it: written for postgres.js directly (see clientOf).
   const rows = await clientOf(db)<Record<string, unknown>[]>`
     select * from user_models where persona = ${persona} and user_address = ${userAddress}

@@ -32,7 +32,7 @@ async function dm(text: string) {
 }
 
 describe('statements of a direct message', () => {
-  it('are few: the message stored, the turn begun with its history, its answer stored and sent, its end recorded', async () => {
+  it("are few: the message stored, the turn begun with its history and the person's model, its answer stored and sent, its end recorded", async () => {
     await dm('warm 1');
     await dm('warm 2');
     const from = proxy.executed.length;
@@ -46,13 +46,13 @@ describe('statements of a direct message', () => {
     const count = (pattern: RegExp) => own.filter((text) => pattern.test(text)).length / messages;
     // The message, its event and its conversation (with the job enqueued beside it).
     expect(count(/^with open_question as/)).toBe(1);
-    // The turn begins: its messages claimed, its history read, in one statement; what it knows of the person.
-    expect(count(/^with conversation as .*insert into turns.* history as/)).toBe(1);
+    // The turn begins: its messages claimed, its history and what it knows of the person read, in one statement.
+    expect(count(/^with conversation as .*insert into turns.* history as.*from user_models/)).toBe(1);
     expect(count(/from user_models/)).toBe(1);
     // The answer in the transcript and the ledger together; the sent mark and the turn's end together.
     expect(count(/insert into outbound_messages.*insert into messages/)).toBe(1);
     expect(count(/update outbound_messages set status = 'sent'.*update turns/)).toBe(1);
-    expect(own.length / messages).toBe(5);
+    expect(own.length / messages).toBe(4);
     // The queue: the job sent, fetched and completed; a fetch when the turn ends only for a job announced meanwhile.
     const queue = (pattern: RegExp) => statements.filter((text) => /\bpgboss\./.test(text) && pattern.test(text)).length;
     expect(queue(/^INSERT INTO pgboss\.job/)).toBe(messages);
