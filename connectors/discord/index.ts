@@ -15,7 +15,6 @@ import {
 import type { Logger } from 'pino';
 import { PlatformError, type Connector, type ConnectorStatus, type InboundEvent, type InboundHandler } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
-import { sleep } from '#src/retry.ts';
 import { exclusiveReceiver } from '../shared/exclusive.ts';
 import { keepConnecting as reconnect } from '../shared/reconnect.ts';
 import { downloadAttachment } from './download.ts';
