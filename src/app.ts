@@ -16,7 +16,7 @@ import { createConversationSummaries } from '#src/jobs/conversation-summaries.ts
 import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
 import { startMaintenance } from '#src/jobs/maintenance.ts';
 import { createScheduler, type Scheduler } from '#src/jobs/scheduler.ts';
-import { startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
+import { DEFAULT_TURN_CONCURRENCY, startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
 import { createCommandHandler, type CommandHandler } from '#src/ingress/control.ts';
 import { createSubagents } from '#src/subagents/service.ts';
 import { createPersonaMail } from '#src/subagents/persona-mail.ts';
@@ -316,7 +316,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await listen(database.sql, CHANNELS.cancel, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
-      workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? 8, log });
+      workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? DEFAULT_TURN_CONCURRENCY, log });
       await scheduler.start();
       cleanups.push(() => scheduler.stop());
       await subagents.start();

@@ -18,6 +18,11 @@ export interface TurnWorkers {
   stop(graceMs?: number): Promise<void>;
 }
 
+/** Turns one process runs at once, unless the app is given another `workerConcurrency`. */
+export const DEFAULT_TURN_CONCURRENCY = 8;
+/** How often the workers look for turn jobs no notification told them of (retries, a missed notification). */
+export const TURN_POLL_SECONDS = 2;
+
 /** How often a running turn's job says it is alive, when the queue asks for heartbeats (pg-boss's own cadence). */
 const HEARTBEAT_SHARE = 0.5;
 /** How long the completion of a finished turn's job is tried again while the database is away. */
@@ -194,7 +199,7 @@ export async function startTurnWorkers(
   heartbeat?.unref();
 
   // The slow poll picks up retries and anything a notification missed.
-  const poll = setInterval(pump, (options.pollSeconds ?? 2) * 1000);
+  const poll = setInterval(pump, (options.pollSeconds ?? TURN_POLL_SECONDS) * 1000);
   poll.unref();
 
   /** A job of this conversation was enqueued: fetched now, or when its running turn here ends. */

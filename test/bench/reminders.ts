@@ -17,6 +17,7 @@ import { parseSettings } from '../../src/config/env.ts';
 import type { OutboundMessage } from '../../src/connector.ts';
 import { chatConversationId } from '../../src/conversation-id.ts';
 import { stableUuid } from '../../src/jobs/stable-uuid.ts';
+import { DEFAULT_TURN_CONCURRENCY, TURN_POLL_SECONDS } from '../../src/jobs/workers.ts';
 import { startFakeLlm, type FakeHandler } from '../support/fake-llm.ts';
 import { writePersonas } from '../support/harness.ts';
 import { createRecordingConnector } from '../support/recording-connector.ts';
@@ -78,17 +79,15 @@ async function machineCpu(): Promise<{ busy: number; total: number } | undefined
   }
 }
 
-/** The live settings of the app's pg-boss workers, read from pg-boss itself. */
-function workerSettings(app: App) {
-  const wip = app.jobs.boss.getWipData();
-  const turn = wip.filter((w) => w.name === 'turn');
-  const reminder = wip.find((w) => w.name === 'reminder');
-  const opts = (w: (typeof wip)[number] | undefined) => (w?.options ?? {}) as { batchSize?: number; pollingIntervalSeconds?: number };
+/** The settings of the app's workers: its turn workers (as it was started) and pg-boss's reminder worker. */
+function workerSettings(app: App, concurrency: number | undefined) {
+  const reminder = app.jobs.boss.getWipData().find((w) => w.name === 'reminder');
+  const opts = (reminder?.options ?? {}) as { batchSize?: number; pollingIntervalSeconds?: number };
   return {
-    turnWorkers: turn.length,
-    turnPollSeconds: opts(turn[0]).pollingIntervalSeconds,
-    reminderBatch: opts(reminder).batchSize,
-    reminderPollSeconds: opts(reminder).pollingIntervalSeconds,
+    turnWorkers: concurrency ?? DEFAULT_TURN_CONCURRENCY,
+    turnPollSeconds: TURN_POLL_SECONDS,
+    reminderBatch: opts.batchSize,
+    reminderPollSeconds: opts.pollingIntervalSeconds,
   };
 }
 
@@ -130,7 +129,7 @@ async function runOnce(databaseUrl: string, fake: Awaited<ReturnType<typeof star
     connectors: () => [chat],
   });
 
-  const w = workerSettings(app);
+  const w = workerSettings(app, concurrency);
   console.log(
     `\nrun ${run}: worker concurrency ${concurrency ?? 'default'} → ${w.turnWorkers} turn workers (poll ${w.turnPollSeconds} s, woken by NOTIFY); ` +
       `reminder worker batch ${w.reminderBatch}, poll ${w.reminderPollSeconds} s, armed by a timer at the next due time, ` +
