@@ -1,5 +1,5 @@
 import { serve, type ServerType } from '@hono/node-server';
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { Logger } from 'pino';
 import { ConfigError } from '#src/config/errors.ts';
@@ -21,17 +21,23 @@ export interface HttpServer {
  */
 export function createHttpApp(health: () => Promise<{ healthy: boolean; [field: string]: unknown }>): Hono {
   const app = new Hono();
-  app.use(
-    '*',
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: (c) => {
-        // The client may still be sending: closing the connection stops it, where keeping it would mean reading it all.
-        c.header('Connection', 'close');
-        return c.json({ error: 'body_too_large', message: `request bodies are limited to ${MAX_BODY_BYTES} bytes` }, 413);
-      },
-    }),
-  );
+  const tooLarge = (c: Context) => {
+    // The client may still be sending: closing the connection stops it, where keeping it would mean reading it all.
+    c.header('Connection', 'close');
+    return c.json({ error: 'body_too_large', message: `request bodies are limited to ${MAX_BODY_BYTES} bytes` }, 413);
+  };
+  const counted = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });
+  app.use('*', (c, next) => {
+    // A body that says its length is judged by it, and the request is not touched: asking a request of
+    // @hono/node-server for its body stream makes a whole web Request of it, which costs more than the webhook it
+    // carries. Only a body sent without a length (chunked) is counted as it is read.
+    const length = c.req.header('content-length');
+    if (c.req.header('transfer-encoding') === undefined) {
+      if (length === undefined) return next();
+      return Number(length) > MAX_BODY_BYTES ? Promise.resolve(tooLarge(c)) : next();
+    }
+    return counted(c, next);
+  });
   app.get('/healthz', async (c) => {
     try {
       const { healthy, ...fields } = await health();
