@@ -440,11 +440,18 @@ async function parlorRunsBundle(): Promise<boolean> {
 /** What a run that fails part way stops, so no `parlor start` or Postgres outlives it. */
 const onFailure: (() => Promise<unknown>)[] = [];
 
-try {
-  await main();
-} catch (err) {
+async function fail(err: unknown): Promise<never> {
   console.error('the benchmark failed:', err);
   for (const stop of onFailure) await stop().catch(() => {});
   process.exit(1);
+}
+// An error no await catches (the emulator's webhook client when a bot's process is gone) ends the run the same way.
+process.on('unhandledRejection', (err) => void fail(err));
+process.on('uncaughtException', (err) => void fail(err));
+
+try {
+  await main();
+} catch (err) {
+  await fail(err);
 }
 process.exit(0);
