@@ -31,12 +31,8 @@ export function createHttpApp(health: () => Promise<{ healthy: boolean; [field: 
     // A body that says its length is judged by it, and the request is not touched: asking a request of
     // @hono/node-server for its body stream makes a whole web Request of it, which costs more than the webhook it
     // carries. Only a body sent without a length (chunked) is counted as it is read.
-    const length = c.req.header('content-length');
-    if (c.req.header('transfer-encoding') === undefined) {
-      if (length === undefined) return next();
-      return Number(length) > MAX_BODY_BYTES ? Promise.resolve(tooLarge(c)) : next();
-    }
-    return counted(c, next);
+    if (c.req.header('transfer-encoding') !== undefined) return counted(c, next);
+    return Number(c.req.header('content-length') ?? 0) > MAX_BODY_BYTES ? Promise.resolve(tooLarge(c)) : next();
   });
   app.get('/healthz', async (c) => {
     try {
