@@ -21,6 +21,7 @@ import { createCommandHandler, type CommandHandler } from '#src/ingress/control.
 import { createSubagents } from '#src/subagents/service.ts';
 import { createPersonaMail } from '#src/subagents/persona-mail.ts';
 import { awaitAttachmentDownloads } from '#src/ingress/downloads.ts';
+import { createHeldEvents } from '#src/ingress/held-events.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, modelEndpoint, withModelRetries } from '#src/llm/index.ts';
 import type { ModelClient } from '#src/llm/types.ts';
@@ -351,11 +352,18 @@ export async function startApp(options: AppOptions): Promise<App> {
       cleanups.push(() => http!.close());
     }
 
+    const held = createHeldEvents({ directory: path.join(settings.home, 'held-events'), log: log.child({ module: 'held-events' }) });
     for (const connector of connectors.values()) {
-      await connector.start((event) => ingress.handle(event));
+      await connector.start((event) => ingress.handle(event), held);
       cleanups.push(() => connector.stop());
       log.info({ connector: connector.id }, 'connector started');
     }
+    // What a connector acknowledged before a process here, now gone, could store it.
+    const replayed = await held.replay((event) => ingress.handle(event)).catch((err: unknown) => {
+      log.error({ err }, 'events kept on disk could not be read');
+      return { stored: 0, left: 0 };
+    });
+    if (replayed.left) log.warn(replayed, 'some events kept on disk could not be stored; they are tried again at the next start');
     // Stopping runs in reverse: turns finish (or are released) first, while connectors can still send.
     if (workers) {
       cleanups.push(async () => {

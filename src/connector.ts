@@ -119,6 +119,14 @@ export interface IngressResult {
 /** The core's entry point for inbound events. A connector acknowledges the platform after it resolves. */
 export type InboundHandler = (event: InboundEvent) => Promise<IngressResult>;
 
+/**
+ * Keeps an event on this machine's disk, synced, for a connector that must acknowledge it before the core has stored
+ * it (a platform deadline): the next start stores it if this process dies first. `release` once the core has it.
+ */
+export interface EventKeeper {
+  keep(event: InboundEvent): Promise<() => Promise<void>>;
+}
+
 export interface Button {
   label: string;
   /** The payload a click carries back (`q:<question id>:<choice id>`); connectors enforce their platform's limit. */
@@ -177,7 +185,8 @@ export interface Connector {
   webhook?: { path: string; handle(request: Request): Promise<Response> };
   /** Set when only one process at a time may receive this connector's events (see ExclusiveReceiver). */
   exclusive?: ExclusiveReceiver;
-  start(onInbound: InboundHandler): Promise<void>;
+  /** `keeper`: for events acknowledged before `onInbound` resolves (see EventKeeper). */
+  start(onInbound: InboundHandler, keeper?: EventKeeper): Promise<void>;
   stop(): Promise<void>;
   send(message: OutboundMessage): Promise<SentMessage>;
   /**

@@ -25,16 +25,25 @@ export type Acknowledgement =
    */
   | { kind: 'late'; result: Promise<IngressResult | undefined> };
 
+interface AckOptions {
+  log: Logger;
+  /**
+   * Keeps the event on disk (the core's EventKeeper) before a late acknowledgement, and returns what drops it once
+   * stored: a process killed before it stores the event then stores it at its next start. When keeping fails, the
+   * event is not acknowledged (its error is thrown) and the platform sends it again.
+   */
+  keep?: () => Promise<() => Promise<void>>;
+  retryForMs?: number;
+  firstRetryMs?: number;
+  stallMs?: number;
+}
+
 /**
  * Hands an event to the core (`handle`: the ingress, which resolves once the event is durably stored) and says how
  * to acknowledge it by `deadlineMs`. A failure before the deadline is the platform's to redeliver (`handle`'s error
  * is thrown: leave the event unacknowledged, or answer with an error status); after it, this function's to retry.
  */
-export async function acknowledgeBy(
-  deadlineMs: number,
-  handle: () => Promise<IngressResult>,
-  options: { log: Logger; retryForMs?: number; firstRetryMs?: number; stallMs?: number },
-): Promise<Acknowledgement> {
+export async function acknowledgeBy(deadlineMs: number, handle: () => Promise<IngressResult>, options: AckOptions): Promise<Acknowledgement> {
   const startedAt = Date.now();
   const first = handle();
   let timer: NodeJS.Timeout | undefined;
@@ -45,15 +54,24 @@ export async function acknowledgeBy(
   } finally {
     clearTimeout(timer);
   }
-  return { kind: 'late', result: keepTrying(first, startedAt, handle, options) };
+  let release: (() => Promise<void>) | undefined;
+  if (options.keep) {
+    try {
+      release = await options.keep();
+    } catch (err) {
+      first.catch(() => undefined); // Stored or not, the platform's redelivery settles it (deduplicated).
+      options.log.error({ err }, 'an event not stored by the deadline could not be kept on disk either; it is left unacknowledged');
+      throw err;
+    }
+  }
+  const result = keepTrying(first, startedAt, handle, options).then(async (stored) => {
+    if (stored !== undefined) await release?.();
+    return stored;
+  });
+  return { kind: 'late', result };
 }
 
-async function keepTrying(
-  first: Promise<IngressResult>,
-  firstStartedAt: number,
-  handle: () => Promise<IngressResult>,
-  options: { log: Logger; retryForMs?: number; firstRetryMs?: number; stallMs?: number },
-): Promise<IngressResult | undefined> {
+async function keepTrying(first: Promise<IngressResult>, firstStartedAt: number, handle: () => Promise<IngressResult>, options: AckOptions): Promise<IngressResult | undefined> {
   const giveUpAt = Date.now() + (options.retryForMs ?? 10 * 60_000);
   let delay = options.firstRetryMs ?? 1000;
   const stallMs = options.stallMs ?? ATTEMPT_STALL_MS;
@@ -71,7 +89,8 @@ async function keepTrying(
       attempt = handle();
     } catch (err) {
       if (Date.now() + delay > giveUpAt) {
-        options.log.error({ err }, 'an event acknowledged at the platform deadline could not be stored; it is lost');
+        if (options.keep) options.log.error({ err }, 'an event acknowledged at the platform deadline could not be stored; it stays on disk for the next start');
+        else options.log.error({ err }, 'an event acknowledged at the platform deadline could not be stored; it is lost');
         return undefined;
       }
       options.log.warn({ err, retryInMs: delay }, 'an event acknowledged at the platform deadline could not be stored yet; retrying');

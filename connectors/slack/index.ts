@@ -1,6 +1,6 @@
 import { App, SocketModeReceiver, webApi, type RespondFn } from '@slack/bolt';
 import type { Logger } from 'pino';
-import type { Connector, ConnectorStatus, InboundEvent, InboundHandler } from '#src/connector.ts';
+import type { Connector, ConnectorStatus, EventKeeper, InboundEvent, InboundHandler } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { sleep } from '#src/retry.ts';
 import { exclusiveReceiver } from '../shared/exclusive.ts';
@@ -64,6 +64,7 @@ export function createSlackConnector(options: SlackOptions): Connector {
   const poster = new webApi.WebClient(options.botToken, { ...clientOptions, retryConfig: { retries: 0 } });
   const socketMode = Boolean(options.appToken);
   let bot: SlackBot | undefined;
+  let keeper: EventKeeper | undefined;
   let app: App | undefined;
   let receiver: ParlorReceiver | undefined;
   let handler: InboundHandler | undefined;
@@ -106,7 +107,7 @@ export function createSlackConnector(options: SlackOptions): Connector {
     if (event && handler) {
       if (context.retryNum) log.debug({ event: body.event_id, retry: context.retryNum, reason: context.retryReason }, 'Slack delivered an event again');
       const inbound = await withName(event);
-      const outcome = await acknowledgeBy(ACK_DEADLINE_MS, () => handler!(inbound), { log });
+      const outcome = await acknowledgeBy(ACK_DEADLINE_MS, () => handler!(inbound), { log, keep: keeper && (() => keeper!.keep(inbound)) });
       if (outcome.kind === 'late') log.warn({ event: body.event_id }, 'event acknowledged at the deadline; still being stored');
     }
     await ackEvent?.();
@@ -118,7 +119,7 @@ export function createSlackConnector(options: SlackOptions): Connector {
     try {
       if (event && handler) {
         // Acknowledged by the deadline whatever the core is doing: a click never waits behind a turn.
-        const outcome = await acknowledgeBy(ACK_DEADLINE_MS, () => handler!(event), { log });
+        const outcome = await acknowledgeBy(ACK_DEADLINE_MS, () => handler!(event), { log, keep: keeper && (() => keeper!.keep(event)) });
         await args.ack().catch((err: unknown) => log.warn({ err }, 'a click could not be acknowledged'));
         notice = outcome.kind === 'stored' ? outcome.result.notice : (await outcome.result)?.notice;
       } else await args.ack();
@@ -248,8 +249,9 @@ export function createSlackConnector(options: SlackOptions): Connector {
     ...(socketMode ? { exclusive: exclusiveReceiver('slack-socket', options.appToken!, 'Slack Socket Mode for this app token') } : {}),
     ...(socketMode ? {} : { webhook: { path: EVENTS_PATH, handle: (request: Request) => (receiver ? receiver.handle(request) : Promise.resolve(new Response('not ready', { status: 503 }))) } }),
 
-    async start(onInbound) {
+    async start(onInbound, eventKeeper) {
       handler = onInbound;
+      keeper = eventKeeper;
       try {
         await connect();
       } catch (err) {

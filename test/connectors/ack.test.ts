@@ -82,6 +82,49 @@ describe('acknowledgeBy', () => {
     expect(starts[1]).toBeGreaterThanOrEqual(880);
     expect(starts[1]).toBeLessThan(1300);
   });
+
+  it('keeps a late event on disk before acknowledging it, and drops it from there once stored', async () => {
+    const steps: string[] = [];
+    const ack = await acknowledgeBy(600, async () => {
+      await sleep(700);
+      steps.push('stored');
+      return { status: 'queued' } as IngressResult;
+    }, {
+      log,
+      keep: async () => {
+        steps.push('kept');
+        return async () => void steps.push('released');
+      },
+    });
+    steps.push('acknowledged');
+    if (ack.kind !== 'late') throw new Error('expected a late acknowledgement');
+    await ack.result;
+    expect(steps).toEqual(['kept', 'acknowledged', 'stored', 'released']);
+  });
+
+  it('an event stored in time is never kept on disk', async () => {
+    let kept = 0;
+    const ack = await acknowledgeBy(3000, async () => ({ status: 'queued' }) as IngressResult, { log, keep: async () => (kept++, async () => {}) });
+    expect(ack.kind).toBe('stored');
+    expect(kept).toBe(0);
+  });
+
+  it('a late event that cannot be kept on disk is not acknowledged: the error is thrown, for the platform to deliver it again', async () => {
+    await expect(
+      acknowledgeBy(600, () => sleep(700).then(() => ({ status: 'queued' }) as IngressResult), { log, keep: async () => { throw new Error('disk full'); } }),
+    ).rejects.toThrow('disk full');
+  });
+
+  it('a kept event that could not be stored in the retry time stays kept, for the next start', async () => {
+    let released = false;
+    const ack = await acknowledgeBy(600, async () => {
+      await sleep(700);
+      throw new Error('still down');
+    }, { log, firstRetryMs: 50, retryForMs: 200, keep: async () => async () => void (released = true) });
+    if (ack.kind !== 'late') throw new Error('expected a late acknowledgement');
+    expect(await ack.result).toBeUndefined();
+    expect(released).toBe(false);
+  });
 });
 
 describe('storeInOrder (Discord gateway events)', () => {

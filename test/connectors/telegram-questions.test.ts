@@ -294,7 +294,8 @@ describe('ask_user on Telegram', () => {
     const reply = await waitForText(/^got: /);
     const [row] = await rows<{ id: string }>(sql`select id from questions where kind = 'ask' order by created_at desc limit 1`);
     expect(reply.message.text).toBe(`got: [answer to Q#${row.id.slice(0, 6)} "Deploy now?" (button click on telegram:${OWNER} by @ana)]\nLater`);
-    expect(botMessages().find((m) => m.messageId === question.messageId)!.message.text).toMatch(/Later \(answered by @ana\)/);
+    // The question's own message shows the answer too; that edit and the woken turn's reply go out independently.
+    await waitFor('the question edited', () => botMessages().find((m) => m.messageId === question.messageId && /Later \(answered by @ana\)/.test(m.message.text)));
     // The asking turn ended with the question: one model call before the answer, one after.
     expect(fake.requests).toHaveLength(2);
   });

@@ -1,0 +1,95 @@
+// Events a connector acknowledged before the core could store them (Slack's 3 s deadline passed while Postgres was
+// away), kept on this machine's disk until they are: a platform that has its acknowledgement never sends the event
+// again, so a process killed meanwhile would otherwise lose it. Each is a file of its own, written whole and synced
+// before the acknowledgement goes; the next start stores what is left (the ingress dedupe keeps each event once).
+import { createHash } from 'node:crypto';
+import fs from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import type { EventKeeper, InboundEvent, InboundHandler } from '#src/connector.ts';
+
+/** A partial file older than this was left by a write that never finished. */
+const PARTIAL_AGE_MS = 60_000;
+
+export interface HeldEvents extends EventKeeper {
+  /** Hands every held event to `handle`, dropping each it stored (or found unreadable); what fails stays for the next try. */
+  replay(handle: InboundHandler): Promise<{ stored: number; left: number }>;
+}
+
+/** The file of one event: the same for every delivery of it, so a redelivery held again replaces it. */
+function fileName(event: InboundEvent): string {
+  const digest = createHash('sha256').update(`${event.connector}\0${event.externalId}`).digest('hex').slice(0, 32);
+  return `${event.connector.replace(/[^a-z0-9-]/gi, '_')}-${digest}.json`;
+}
+
+export function createHeldEvents(options: { directory: string; log: Logger }): HeldEvents {
+  const { directory, log } = options;
+
+  async function syncDirectory() {
+    const handle = await fs.open(directory, 'r');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+  }
+
+  return {
+    async keep(event) {
+      await fs.mkdir(directory, { recursive: true, mode: 0o700 });
+      const file = path.join(directory, fileName(event));
+      const partial = `${file}.${process.pid}.partial`;
+      const handle = await fs.open(partial, 'w', 0o600);
+      try {
+        await handle.writeFile(JSON.stringify({ heldAt: new Date().toISOString(), event }));
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await fs.rename(partial, file);
+      await syncDirectory();
+      return async () => {
+        await fs.rm(file, { force: true }).catch((err: unknown) => log.warn({ err, file }, 'a held event, now stored, could not be removed'));
+      };
+    },
+
+    async replay(handle) {
+      const names = await fs.readdir(directory).catch((err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return [] as string[];
+        throw err;
+      });
+      let stored = 0;
+      let left = 0;
+      for (const name of names.filter((n) => n.endsWith('.json'))) {
+        const file = path.join(directory, name);
+        let event: InboundEvent;
+        try {
+          event = (JSON.parse(await fs.readFile(file, 'utf8')) as { event: InboundEvent }).event;
+          if (typeof event?.connector !== 'string' || typeof event.externalId !== 'string') throw new Error('not an event');
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue; // Another process stored it.
+          log.error({ err, file }, 'a held event could not be read; it is dropped');
+          await fs.rm(file, { force: true });
+          continue;
+        }
+        try {
+          const result = await handle(event);
+          log.info({ connector: event.connector, event: event.externalId, status: result.status }, 'an event acknowledged before it was stored is stored now');
+          await fs.rm(file, { force: true });
+          stored++;
+        } catch (err) {
+          log.warn({ err, connector: event.connector, event: event.externalId }, 'a held event could not be stored yet; it is kept for the next try');
+          left++;
+        }
+      }
+      // Leftovers of a write a kill cut short (their event was never acknowledged, so the platform still has it);
+      // a recent one may be another process's, still being written.
+      for (const name of names.filter((n) => n.endsWith('.partial'))) {
+        const file = path.join(directory, name);
+        const stat = await fs.stat(file).catch(() => undefined);
+        if (stat && Date.now() - stat.mtimeMs > PARTIAL_AGE_MS) await fs.rm(file, { force: true });
+      }
+      return { stored, left };
+    },
+  };
+}
