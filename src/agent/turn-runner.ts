@@ -7,7 +7,7 @@ import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
 import { claimArrivedMessages, insertMessage, turnSenders, type HistoryRead } from '#src/db/messages.ts';
 import { outboundForTurn, TurnGone } from '#src/db/outbound-messages.ts';
-import { finishTurn, getTurnByJob, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
+import { claimTurnOfJob, finishTurn, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
 import type { ChatMessage, ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolCatalog } from '#src/tools/catalog.ts';
@@ -140,7 +140,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   /** `again`: the job ran before (redelivered, or run again after the database was away), so it may have a turn. */
   async function begin(job: TurnJob, persona: Persona, again: boolean, userModelOf?: string): Promise<StartedTurn | undefined> {
     const { data } = job;
-    const existing = again ? await getTurnByJob(db, job.id) : undefined;
+    // Claimed by this process: were it to die, another gives the job back to the queue at once (see maintenance).
+    const session = deps.database.applicationName;
+    const existing = again ? await claimTurnOfJob(db, job.id, session) : undefined;
     if (existing) {
       if (existing.status !== 'running') return undefined;
       // The job was redelivered after a crash. A reply in the ledger means the loop had finished: only its delivery
@@ -182,6 +184,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
           chat: data.origin?.chat,
           thread: data.origin?.thread,
           jobId: job.id,
+          claimedBy: session,
           origin: data.origin,
         },
         { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET), userModelOf },
@@ -201,7 +204,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         chat: data.origin?.chat,
         thread: data.origin?.thread,
       });
-      await insertTurn(tx, { id: turnId, conversationId: data.conversationId, kind: data.kind, jobId: job.id, origin: data.origin });
+      await insertTurn(tx, { id: turnId, conversationId: data.conversationId, kind: data.kind, jobId: job.id, claimedBy: session, origin: data.origin });
       await insertMessage(tx, {
         conversationId: data.conversationId,
         turnId,

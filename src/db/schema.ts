@@ -88,6 +88,8 @@ export const turns = pgTable(
     kind: text('kind').notNull(),
     status: text('status').notNull(),
     jobId: text('job_id'),
+    /** The session (application_name) of the process running it: when that is gone, its job is given back at once. */
+    claimedBy: text('claimed_by'),
     origin: jsonb('origin'),
     cancelRequested: boolean('cancel_requested').notNull().default(false),
     modelCalls: integer('model_calls').notNull().default(0),

@@ -18,7 +18,7 @@ export type TurnRow = typeof turns.$inferSelect;
  */
 export async function startUserTurn(
   db: Queryable,
-  row: { id: string; conversationId: string; persona: string; connector?: string; chat?: string; thread?: string; jobId: string; origin?: unknown },
+  row: { id: string; conversationId: string; persona: string; connector?: string; chat?: string; thread?: string; jobId: string; claimedBy?: string; origin?: unknown },
   options: { historyLimit?: number; userModelOf?: string } = {},
 ): Promise<{
   conversation: { historyAfterId: number; thinking: boolean; activeTools: string[] };
@@ -56,8 +56,8 @@ export async function startUserTurn(
       update messages m set turn_id = ${row.id}, seq = numbered.seq from numbered where m.id = numbered.id
       returning m.id, m.content, m.external_id, m.seq
     ), turn as (
-      insert into turns (id, conversation_id, kind, status, job_id, origin)
-      select ${row.id}, ${row.conversationId}, 'user', 'running', ${row.jobId}, ${row.origin === undefined ? null : JSON.stringify(row.origin)}::jsonb
+      insert into turns (id, conversation_id, kind, status, job_id, claimed_by, origin)
+      select ${row.id}, ${row.conversationId}, 'user', 'running', ${row.jobId}, ${row.claimedBy ?? null}, ${row.origin === undefined ? null : JSON.stringify(row.origin)}::jsonb
       where exists (select 1 from claimed)
     ), s as (
       select summary, through_message_id from conversation_summaries, conversation
@@ -100,12 +100,12 @@ export async function startUserTurn(
 
 export async function insertTurn(
   db: Queryable,
-  row: { id: string; conversationId: string; kind: string; jobId?: string; origin?: unknown },
+  row: { id: string; conversationId: string; kind: string; jobId?: string; claimedBy?: string; origin?: unknown },
 ): Promise<void> {
   // Every turn runs this and finishTurn: written for postgres.js directly (see clientOf).
   await clientOf(db)`
-    insert into turns (id, conversation_id, kind, status, job_id, origin)
-    values (${row.id}, ${row.conversationId}, ${row.kind}, 'running', ${row.jobId ?? null}, ${row.origin === undefined ? null : JSON.stringify(row.origin)})`;
+    insert into turns (id, conversation_id, kind, status, job_id, claimed_by, origin)
+    values (${row.id}, ${row.conversationId}, ${row.kind}, 'running', ${row.jobId ?? null}, ${row.claimedBy ?? null}, ${row.origin === undefined ? null : JSON.stringify(row.origin)})`;
 }
 
 /** A turn whose job failed for good: recorded as failed unless it ended already. Returns it if it changed. */
@@ -121,6 +121,24 @@ export async function failTurnOfJob(db: Queryable, jobId: string, error: string)
 export async function getTurnByJob(db: Queryable, jobId: string): Promise<TurnRow | undefined> {
   const [row] = await db.select().from(turns).where(eq(turns.jobId, jobId));
   return row;
+}
+
+/** The turn of a job run again, now claimed by the session `claimedBy` (this process); undefined when it has none. */
+export async function claimTurnOfJob(db: Queryable, jobId: string, claimedBy: string): Promise<TurnRow | undefined> {
+  const [row] = await db.update(turns).set({ claimedBy }).where(eq(turns.jobId, jobId)).returning();
+  return row;
+}
+
+/**
+ * Turn jobs held ('active') by a process that is gone: the turn they run is claimed by a session no longer connected
+ * to the database. Each with the attempt it is at, to give back that attempt and no later one.
+ */
+export async function turnJobsOfGoneSessions(db: Queryable): Promise<{ id: string; retryCount: number }[]> {
+  const rows = (await db.execute(sql`
+    select j.id::text as id, j.retry_count from pgboss.job j join turns t on t.job_id = j.id::text
+    where j.name = ${QUEUES.turn} and j.state = 'active' and t.status = 'running' and t.claimed_by is not null
+      and t.claimed_by not in (select application_name from pg_stat_activity where application_name is not null)`)) as unknown as { id: string; retry_count: number }[];
+  return rows.map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
 }
 
 /** How a turn ended, as its record keeps it. */

@@ -10,7 +10,7 @@ import { pruneInboundFailures } from '#src/db/inbound-failures.ts';
 import { orphanedOutboundIds, pruneOutbound, requeueOrphanedOutbound } from '#src/db/outbound-messages.ts';
 import { pruneQuestions } from '#src/db/questions.ts';
 import { pruneReminders } from '#src/db/reminders.ts';
-import { failOrphanedTurns, failTurnOfJob } from '#src/db/turns.ts';
+import { failOrphanedTurns, failTurnOfJob, turnJobsOfGoneSessions } from '#src/db/turns.ts';
 import { primaryTarget } from '#src/tools/targets.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES } from './queues.ts';
@@ -28,9 +28,11 @@ const LOST_TURN_SECONDS = 600;
  * - a turn job that failed for good would hold its conversation's queue key forever; it is recorded as failed,
  *   the user is told, and the job is deleted so the conversation moves on;
  * - a turn left 'running' with no live job behind it is marked failed (it would look busy forever);
- * - a message left 'sending' by a process that is gone (seen gone at two passes in a row, so a database blip is not
- *   mistaken for a death) goes back to the outbox: the platform never confirmed it, so it is sent again, once. This
- *   step has a timer of its own (every 10 s), since the chat's later messages wait behind that one;
+ * - what a process that is gone left behind (seen gone at two passes in a row, so a database blip is not mistaken
+ *   for a death): a message it left 'sending' goes back to the outbox (the platform never confirmed it, so it is sent
+ *   again, once), and the job of a turn it was running goes back to the queue, which runs it again within seconds
+ *   instead of once the job's heartbeat runs out (half a minute and more). This step has a timer of its own (every
+ *   5 s, and once at the start), since a chat's later messages wait behind that message or turn;
  * - dedupe records, finished ledger rows, finished reminders, resolved questions and the throwaway conversations of
  *   `fresh` cron runs older than any redelivery are pruned.
  */
@@ -41,13 +43,15 @@ export function startMaintenance(deps: {
   personas: () => readonly Persona[];
   log: Logger;
   intervalMs?: number;
-  /** How often messages left 'sending' by a dead process are looked for. */
+  /** How often messages and turn jobs left by a dead process are looked for. */
   outboxIntervalMs?: number;
 }) {
   const { db } = deps.database;
   let running: Promise<void> | undefined;
   /** Ledger rows whose sender seemed gone at the last pass. */
   let suspects = new Set<number>();
+  /** Turn job attempts (`id:retryCount`) whose process seemed gone at the last pass. */
+  let suspectJobs = new Set<string>();
 
   async function releaseFailedTurnJobs() {
     const failed = (await db.execute(
@@ -92,6 +96,18 @@ export function startMaintenance(deps: {
     } catch (err) {
       deps.log.warn({ err }, 'maintenance step failed');
     }
+    try {
+      const held = await turnJobsOfGoneSessions(db);
+      const gone = held.filter((job) => suspectJobs.has(`${job.id}:${job.retryCount}`));
+      suspectJobs = new Set(held.map((job) => `${job.id}:${job.retryCount}`));
+      if (gone.length) {
+        // Fenced to the attempt seen: a job the queue handed out again meanwhile is left to its new holder.
+        await deps.jobs.boss.fail(QUEUES.turn, gone, { message: 'the process running the turn is gone' });
+        deps.log.warn({ count: gone.length }, 'turns whose process is gone are run again');
+      }
+    } catch (err) {
+      deps.log.warn({ err }, 'maintenance step failed');
+    }
   }
 
   async function tick() {
@@ -117,8 +133,10 @@ export function startMaintenance(deps: {
   timer.unref();
   let sweeping: Promise<void> | undefined;
   const sweep = () => (sweeping ??= requeueOrphans().finally(() => (sweeping = undefined)));
-  const outboxTimer = setInterval(sweep, deps.outboxIntervalMs ?? 10_000);
+  const outboxTimer = setInterval(sweep, deps.outboxIntervalMs ?? 5_000);
   outboxTimer.unref();
+  // A process started after a crash sees at once what the crashed one left, and gives it back at its next pass.
+  void sweep();
   return {
     /** Runs one pass of every step now (tests). */
     runOnce: async () => {

@@ -91,8 +91,12 @@ describe('a process killed between its ledger row and the platform accepting the
     expect(row.status).toBe('sending');
     expect(accepted('echo: hello')).toBe(0);
 
+    const restartedAt = Date.now();
     startParlor();
     await until(() => accepted('echo: hello') === 1, 'the reply to be sent again', 90_000);
+    // The new process gives back the job the dead one held as soon as it has seen it gone twice: well before the
+    // job's heartbeat (30 s from the kill) would have.
+    expect(Date.now() - restartedAt).toBeLessThan(25_000);
     await until(async () => (await sql`select 1 from turns where status = 'running'`).length === 0, 'the turn to finish', 90_000);
     // Time for a second copy to show up, if one were coming.
     await new Promise((r) => setTimeout(r, 3000));

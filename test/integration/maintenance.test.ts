@@ -1,5 +1,7 @@
+import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
+import { startMaintenance } from '../../src/jobs/maintenance.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
 
@@ -59,6 +61,47 @@ describe('a turn job that failed for good', () => {
       sql`select count(*)::int as n from pgboss.job where name = 'turn' and state = 'failed'`,
     )) as unknown as { n: number }[];
     expect(left.n).toBe(0);
+    await peer.stop();
+  });
+});
+
+describe('a turn job held by a process that is gone', () => {
+  async function heldTurn(conversationId: string, claimedBy: string) {
+    const { boss } = h.app.jobs;
+    await h.app.jobs.enqueueTurn({ conversationId, persona: 'testy', kind: 'user', origin: { connector: 'chat', chat: conversationId, chatType: 'dm' } });
+    const [job] = await boss.fetch(QUEUES.turn);
+    await h.query(sql`insert into conversations (id, persona) values (${conversationId}, 'testy') on conflict do nothing`);
+    await h.query(sql`insert into turns (id, conversation_id, kind, status, job_id, claimed_by) values (gen_random_uuid(), ${conversationId}, 'user', 'running', ${job.id}, ${claimedBy})`);
+    return job;
+  }
+  const stateOf = async (id: string) =>
+    ((await h.app.database.db.execute(sql`select state, retry_count from pgboss.job where id = ${id}`)) as unknown as { state: string; retry_count: number }[])[0];
+
+  it('goes back to the queue once the process is seen gone at two passes; a live process keeps its own', async () => {
+    const maintenance = startMaintenance({ database: h.app.database, jobs: h.app.jobs, delivery: h.app.delivery, personas: () => h.app.personas, log: pino({ level: 'silent' }), intervalMs: 3_600_000, outboxIntervalMs: 3_600_000 });
+    try {
+      await maintenance.runOnce(); // Its pass at the start.
+      const gone = await heldTurn('testy:chat:gone1', 'parlor:gone:0');
+      const live = await heldTurn('testy:chat:live1', h.app.database.applicationName);
+      await maintenance.runOnce();
+      // Seen gone once: a database blip drops every session for a moment, so nothing yet.
+      expect((await stateOf(gone.id)).state).toBe('active');
+      await maintenance.runOnce();
+      expect((await stateOf(gone.id)).state).toBe('retry');
+      expect((await stateOf(live.id)).state).toBe('active');
+
+      // Handed out again (a new attempt) before its new holder claimed the turn: seen once, so left alone; then claimed.
+      await h.query(sql`update pgboss.job set state = 'active', retry_count = retry_count + 1, started_on = now() where id = ${gone.id}`);
+      await maintenance.runOnce();
+      expect((await stateOf(gone.id)).state).toBe('active');
+      await h.query(sql`update turns set claimed_by = ${h.app.database.applicationName} where job_id = ${gone.id}`);
+      await maintenance.runOnce();
+      await maintenance.runOnce();
+      expect((await stateOf(gone.id)).state).toBe('active');
+    } finally {
+      await maintenance.stop();
+      await h.query(sql`delete from pgboss.job where name = ${QUEUES.turn}`);
+    }
   });
 });
 

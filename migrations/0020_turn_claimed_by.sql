@@ -1,0 +1,1 @@
+ALTER TABLE "turns" ADD COLUMN "claimed_by" text;
