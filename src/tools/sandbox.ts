@@ -240,13 +240,15 @@ function hiddenPaths(given: readonly string[]): Set<string> {
 const MASK_SCANNED = ['/etc', '/opt'];
 const MASK_SCAN_TTL_MS = 30_000;
 const MASK_SCAN_ENTRIES = 20_000;
-const scans = new Map<string, { at: number; found: string[] }>();
+const scans = new Map<string, { at: number; changed: number; found: string[] }>();
 
+/** A kept scan is also dropped once the folder itself changed (something installed or removed right under it). */
 function unreadableUnder(root: string): string[] {
+  const changed = lstat(root)?.mtimeMs ?? 0;
   const cached = scans.get(root);
-  if (cached && Date.now() - cached.at < MASK_SCAN_TTL_MS) return cached.found;
+  if (cached && cached.changed === changed && Date.now() - cached.at < MASK_SCAN_TTL_MS) return cached.found;
   const found = unreadableBy(others, root, 0, { entries: MASK_SCAN_ENTRIES });
-  scans.set(root, { at: Date.now(), found });
+  scans.set(root, { at: Date.now(), changed, found });
   return found;
 }
 

@@ -1,6 +1,6 @@
 // What the sandbox hides under the system folders it shows: a persona folder that the personas folder links to from
 // /opt, and files under /opt that only root may read. The fixtures live in a temp folder of the test's own under
-// /opt, made before anything in this file starts a sandbox: the sandbox keeps its scan of /opt for a while.
+// /opt. The sandbox keeps its scan of /opt for a while, but not past a change of /opt itself (a folder made there).
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -80,5 +80,19 @@ describe.skipIf(!canWriteOpt || !shellSandboxStatus().available)('the sandbox un
     const out = await run(shell, `cat '${path.join(tool, 'secret.key')}' 2>/dev/null || echo masked; cat '${path.join(tool, 'README')}'`);
     expect(out.includes(SECRET)).toBe(false);
     expect(out).toBe('exit=0\nmasked\nreadable by all');
+  });
+
+  it('masks what is installed under /opt after a scan, at the next command', async () => {
+    const shell = createShellExecTool({ sandbox: { hide: [home, personasDir, envFile] } });
+    expect(await run(shell, 'true')).toBe('exit=0\n(no output)');
+    const later = fs.mkdtempSync('/opt/parlor-sandbox-later-');
+    try {
+      fs.chmodSync(later, 0o755);
+      fs.writeFileSync(path.join(later, 'secret.key'), SECRET, { mode: 0o600 });
+      const out = await run(shell, `cat '${path.join(later, 'secret.key')}' 2>/dev/null || echo masked`);
+      expect(out).toBe('exit=0\nmasked');
+    } finally {
+      fs.rmSync(later, { recursive: true, force: true });
+    }
   });
 });
