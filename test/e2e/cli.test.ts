@@ -89,7 +89,7 @@ describe('parlor chat', () => {
     expect(unasked.stdout).toBe('ran: exit=0\nunasked');
     const doctor = await parlor(['doctor'], { ...model(), DATABASE_URL: db.url, PARLOR_PERSONAS_DIR: dir });
     expect(doctor.stdout).toContain(`! approvals: persona coder runs shell_exec without asking (it is under "allow" in ${path.join(dir, 'coder', 'tools.jsonc')})`);
-  });
+  }, 60_000); // Three processes, one after another.
 
   it('says sorry, without a stack trace, when the model endpoint is down', async () => {
     const result = await parlor(
