@@ -1,7 +1,8 @@
 import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm';
+import type postgres from 'postgres';
 import type { ChatMessage } from '#src/llm/types.ts';
 import { turnEndAssignments, type TurnEnd } from './turns.ts';
-import { clientOf, rowReader, type Queryable } from './client.ts';
+import { clientOf, inOneTrip, rowReader, type Queryable } from './client.ts';
 import { outboundMessages } from './schema.ts';
 
 export type OutboundRow = typeof outboundMessages.$inferSelect;
@@ -163,19 +164,32 @@ export async function outboundOrphaned(db: Queryable, id: number): Promise<boole
   return rows.length > 0;
 }
 
-/** Records that the platform has the message; with `endsTurn`, its turn's end too, in the same statement. */
+/**
+ * Records that the platform has the message; with `endsTurn`, its turn's end too, in the same statement, and with
+ * `endsTurn.job` the turn job's completion in the same transaction and round trip.
+ */
 export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number, endsTurn?: TurnEnd): Promise<void> {
-  const client = clientOf(db);
-  const sent = client`
-    update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
-    where id = ${id}`;
-  if (!endsTurn) {
-    await sent;
+  const statement = (client: postgres.Sql) => {
+    const sent = client`
+      update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
+      where id = ${id}`;
+    return endsTurn
+      ? client`
+      with sent as (${sent} returning turn_id)
+      update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`
+      : sent;
+  };
+  const job = endsTurn?.job;
+  if (!job) {
+    await statement(clientOf(db));
     return;
   }
-  await client`
-    with sent as (${sent} returning turn_id)
-    update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`;
+  await inOneTrip(clientOf(db), async (c) => {
+    const mark = statement(c).execute();
+    const { answer } = await job.issue(c);
+    return [mark, answer] as const;
+  });
+  job.committed();
 }
 
 export async function markOutboundFailed(db: Queryable, id: number, error: string, attempts: number): Promise<void> {
