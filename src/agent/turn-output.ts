@@ -105,7 +105,7 @@ export function createTurnOutput(deps: TurnOutputDeps) {
       }
     } else if (result.reply && data.origin) {
       // A user turn's reply is its last word: its end is recorded with the reply's sent mark.
-      const endsTurn = data.kind === 'user' ? { ...turnEnd(result), ...(job.settle ? { job: job.settle } : {}) } : undefined;
+      const endsTurn = data.kind === 'user' ? turnEnd(result) : undefined;
       const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo, transcript: answer, endsTurn });
       // The ledger row held it unless the row was there before (a rerun's), whose first writing held it then.
       answerStored = true;

@@ -7,7 +7,7 @@ import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
 import { claimArrivedMessages, insertMessage, turnSenders, type HistoryRead } from '#src/db/messages.ts';
 import { outboundForTurn, TurnGone } from '#src/db/outbound-messages.ts';
-import { claimTurnOfJob, finishTurn, insertTurn, type JobSettlement, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
+import { claimTurnOfJob, finishTurn, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
 import type { ChatMessage, ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolCatalog } from '#src/tools/catalog.ts';
@@ -71,8 +71,6 @@ export interface TurnJob {
   /** 0 on the first delivery; more when the job is retried (after a crash or a shutdown). */
   retryCount?: number;
   signal?: AbortSignal;
-  /** Completes the job with the turn's end, where that is written with the reply's sent mark (see JobSettlement). */
-  settle?: JobSettlement;
 }
 
 interface ConversationState {

@@ -1,8 +1,7 @@
 import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm';
-import type postgres from 'postgres';
 import type { ChatMessage } from '#src/llm/types.ts';
 import { turnEndAssignments, type TurnEnd } from './turns.ts';
-import { clientOf, inOneTrip, rowReader, type Queryable } from './client.ts';
+import { clientOf, rowReader, type Queryable } from './client.ts';
 import { outboundMessages } from './schema.ts';
 
 export type OutboundRow = typeof outboundMessages.$inferSelect;
@@ -164,32 +163,19 @@ export async function outboundOrphaned(db: Queryable, id: number): Promise<boole
   return rows.length > 0;
 }
 
-/**
- * Records that the platform has the message; with `endsTurn`, its turn's end too, in the same statement, and with
- * `endsTurn.job` the turn job's completion in the same transaction and round trip.
- */
+/** Records that the platform has the message; with `endsTurn`, its turn's end too, in the same statement. */
 export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number, endsTurn?: TurnEnd): Promise<void> {
-  const statement = (client: postgres.Sql) => {
-    const sent = client`
-      update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
-      where id = ${id}`;
-    return endsTurn
-      ? client`
-      with sent as (${sent} returning turn_id)
-      update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`
-      : sent;
-  };
-  const job = endsTurn?.job;
-  if (!job) {
-    await statement(clientOf(db));
+  const client = clientOf(db);
+  const sent = client`
+    update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
+    where id = ${id}`;
+  if (!endsTurn) {
+    await sent;
     return;
   }
-  await inOneTrip(clientOf(db), async (c) => {
-    const mark = statement(c).execute();
-    const { answer } = await job.issue(c);
-    return [mark, answer] as const;
-  });
-  job.committed();
+  await client`
+    with sent as (${sent} returning turn_id)
+    update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`;
 }
 
 export async function markOutboundFailed(db: Queryable, id: number, error: string, attempts: number): Promise<void> {

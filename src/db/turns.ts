@@ -141,17 +141,6 @@ export async function turnJobsOfGoneSessions(db: Queryable): Promise<{ id: strin
   return rows.map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
 }
 
-/**
- * The completion of a turn's job, written in the same transaction as the turn's end (one round trip for both). Issued
- * by the worker that holds the job, for that attempt only.
- */
-export interface JobSettlement {
-  /** Issues the completion on `client`, a connection in the caller's transaction; resolves once it has gone out. */
-  issue(client: postgres.Sql): Promise<{ answer: Promise<unknown> }>;
-  /** The transaction committed: the job is completed. */
-  committed(): void;
-}
-
 /** How a turn ended, as its record keeps it. */
 export interface TurnEnd {
   status: string;
@@ -162,8 +151,6 @@ export interface TurnEnd {
   modelCalls: number;
   summary?: string;
   error?: string;
-  /** Its job completed in the same transaction (where the end is written with the reply's sent mark). */
-  job?: JobSettlement;
 }
 
 /** The SET of a turn's end: left out (undefined), a field keeps what it had. */

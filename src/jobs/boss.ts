@@ -22,11 +22,6 @@ export interface JobSystem {
    * has been handed to the connection (see inOneTrip).
    */
   enqueueTurn(data: TurnJobData, tx?: Queryable | postgres.Sql, options?: { id?: string; woken?: boolean; sent?: () => void }): Promise<string | null>;
-  /**
-   * Issues the completion of a turn job's attempt on `client`, a connection in a transaction of the caller's (see
-   * inOneTrip); resolves once the statement has gone to the connection, with its answer.
-   */
-  issueTurnCompletion(client: postgres.Sql, attempt: { id: string; retryCount: number }): Promise<{ answer: Promise<unknown> }>;
   /** Deletes a turn job that has not run (one enqueued for a message that was not stored after all). */
   deleteTurn(id: string): Promise<void>;
   /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
@@ -145,14 +140,6 @@ export async function startJobSystem(
       // conversation, so a process running its turn fetches the job when that turn ends, not before.
       if (!sendOptions.woken && id) await notify(db, CHANNELS.turn, turnNotice(data.conversationId, id));
       return id;
-    },
-    issueTurnCompletion(client, attempt) {
-      return new Promise((resolve, reject) => {
-        const issued: { answer?: Promise<unknown> } = {};
-        issued.answer = boss.complete(QUEUES.turn, [attempt], undefined, { db: onClient(client, () => resolve({ answer: issued.answer! })) });
-        // Before it went out (the queue's cache could not be read, say): the caller's transaction is rolled back.
-        issued.answer.catch(reject);
-      });
     },
     async deleteTurn(id) {
       await boss.deleteJob(QUEUES.turn, id);

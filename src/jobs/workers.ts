@@ -40,9 +40,9 @@ interface Held {
 
 /**
  * Runs turn jobs in this process, up to `concurrency` at once, while the queue keeps one turn per conversation. The
- * queue's statements are shared between turns: one fetch takes a job for every free place; a user turn that ends
- * with its reply completes its job in the same round trip as the reply's sent mark, and the other jobs that end
- * while a completion is being written are completed together by the next one. When a turn job is enqueued anywhere, every process hears of its conversation: a process with a
+ * queue's statements are shared between turns: one fetch takes a job for every free place, and the jobs that end
+ * while a completion is being written are completed together by the next one, so a busy process writes one statement
+ * for several turns. When a turn job is enqueued anywhere, every process hears of its conversation: a process with a
  * free place fetches at once, and one that is running that conversation fetches when its turn's job is completed.
  */
 export async function startTurnWorkers(
@@ -119,16 +119,10 @@ export async function startTurnWorkers(
     const controller = new AbortController();
     running.set(job.id, { job, controller });
     if (stopped) controller.abort('stopping');
-    // A user turn's end is written with its reply's sent mark, and its job's completion goes in the same trip.
-    let completed = false;
-    const settle = {
-      issue: (client: postgres.Sql) => jobs.issueTurnCompletion(client, { id: job.id, retryCount: job.retryCount }),
-      committed: () => void (completed = true),
-    };
     void runner
-      .run({ id: job.id, data: job.data, retryCount: job.retryCount, signal: controller.signal, settle })
+      .run({ id: job.id, data: job.data, retryCount: job.retryCount, signal: controller.signal })
       .then(
-        () => (completed ? undefined : completer.add(job)),
+        () => completer.add(job),
         (err: unknown) => giveBack([job], err instanceof Error ? err.message : String(err)),
       )
       .finally(() => {
