@@ -18,17 +18,18 @@ afterAll(async () => {
   await proxy?.close();
 });
 
-/** One DM, answered, and its turn ended (read past the proxy). */
+/** One DM, answered, its turn ended and its job completed (read past the proxy), so no statement of it is left to come. */
 async function dm(text: string) {
   const before = h.chat.sent.length;
   await h.chat.inject({ text });
   await h.chat.waitForSent(before + 1, 10_000);
   for (const deadline = Date.now() + 10_000; Date.now() < deadline; ) {
-    const [row] = await h.db.database.sql`select count(*)::int as running from turns where status = 'running'`;
-    if (row.running === 0) return;
+    const [row] = await h.db.database.sql`select
+      (select count(*)::int from turns where status = 'running') + (select count(*)::int from pgboss.job where name = 'turn' and state < 'completed') as open`;
+    if (row.open === 0) return;
     await new Promise((r) => setTimeout(r, 10));
   }
-  throw new Error('the turn did not end');
+  throw new Error('the turn did not end, or its job was not completed');
 }
 
 describe('statements of a direct message', () => {
