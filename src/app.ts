@@ -359,11 +359,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       log.info({ connector: connector.id }, 'connector started');
     }
     // What a connector acknowledged before a process here, now gone, could store it.
-    const replayed = await held.replay((event) => ingress.handle(event)).catch((err: unknown) => {
-      log.error({ err }, 'events kept on disk could not be read');
-      return { stored: 0, left: 0 };
-    });
-    if (replayed.left) log.warn(replayed, 'some events kept on disk could not be stored; they are tried again at the next start');
+    await held.replay((event) => ingress.handle(event)).catch((err: unknown) => log.error({ err }, 'events kept on disk could not be read'));
     // Stopping runs in reverse: turns finish (or are released) first, while connectors can still send.
     if (workers) {
       cleanups.push(async () => {

@@ -89,8 +89,8 @@ async function keepTrying(first: Promise<IngressResult>, firstStartedAt: number,
       attempt = handle();
     } catch (err) {
       if (Date.now() + delay > giveUpAt) {
-        if (options.keep) options.log.error({ err }, 'an event acknowledged at the platform deadline could not be stored; it stays on disk for the next start');
-        else options.log.error({ err }, 'an event acknowledged at the platform deadline could not be stored; it is lost');
+        const fate = options.keep ? 'it stays on disk for the next start' : 'it is lost';
+        options.log.error({ err }, `an event acknowledged at the platform deadline could not be stored; ${fate}`);
         return undefined;
       }
       options.log.warn({ err, retryInMs: delay }, 'an event acknowledged at the platform deadline could not be stored yet; retrying');

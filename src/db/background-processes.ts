@@ -1,12 +1,10 @@
 import { and, desc, eq, isNull, sql } from 'drizzle-orm';
 import type { Queryable } from './client.ts';
 import { backgroundProcesses } from './schema.ts';
+import { LIVE_SESSIONS } from './sessions.ts';
 
 export type BackgroundProcessRow = typeof backgroundProcesses.$inferSelect;
 export type BackgroundProcessState = 'running' | 'exited' | 'killed' | 'lost';
-
-/** Sessions of live processes: a running row owned by a session not in this list lost its process. */
-const LIVE_SESSIONS = sql`(select application_name from pg_stat_activity where application_name is not null)`;
 
 /** Takes the persona's lock for the transaction, so its limit is counted by one process at a time. */
 export async function lockPersonaProcesses(tx: Queryable, persona: string): Promise<void> {

@@ -3,6 +3,7 @@ import type { ChatMessage } from '#src/llm/types.ts';
 import { turnEndAssignments, type TurnEnd } from './turns.ts';
 import { clientOf, rowReader, type Queryable } from './client.ts';
 import { outboundMessages } from './schema.ts';
+import { LIVE_SESSIONS } from './sessions.ts';
 
 export type OutboundRow = typeof outboundMessages.$inferSelect;
 const readOutbound = rowReader(outboundMessages);
@@ -43,9 +44,6 @@ export interface OutboundDraft {
 export class TurnGone extends Error {
   override name = 'TurnGone';
 }
-
-/** Sessions of live processes: a row claimed by a session not in this list lost its sender. */
-const LIVE_SESSIONS = sql`(select application_name from pg_stat_activity where application_name is not null)`;
 
 /**
  * Writes a message to the ledger before it is sent; `claimedBy` is the session of the process that will send it.

@@ -1,6 +1,7 @@
 import { and, desc, eq, gt, inArray, isNull, lte, ne, sql } from 'drizzle-orm';
 import { clientOf, rowReader, type Queryable } from './client.ts';
 import { questions, toolGrants } from './schema.ts';
+import { LIVE_SESSIONS } from './sessions.ts';
 
 export type QuestionRow = typeof questions.$inferSelect;
 export type NewQuestion = typeof questions.$inferInsert;
@@ -67,7 +68,7 @@ export async function orphanedQuestionIds(db: Queryable): Promise<string[]> {
       and(
         eq(questions.status, 'pending'),
         sql`${questions.owner} is not null`,
-        sql`${questions.owner} not in (select application_name from pg_stat_activity where application_name is not null)`,
+        sql`${questions.owner} not in ${LIVE_SESSIONS}`,
       ),
     );
   return rows.map((r) => r.id);
@@ -82,7 +83,7 @@ export async function expireOrphans(db: Queryable, ids: string[]): Promise<Quest
       and(
         inArray(questions.id, ids),
         eq(questions.status, 'pending'),
-        sql`${questions.owner} not in (select application_name from pg_stat_activity where application_name is not null)`,
+        sql`${questions.owner} not in ${LIVE_SESSIONS}`,
       ),
     )
     .returning();

@@ -4,6 +4,7 @@ import type { ChatMessage } from '#src/llm/types.ts';
 import { clientOf, type Queryable } from './client.ts';
 import type { HistoryRead } from './messages.ts';
 import { turns } from './schema.ts';
+import { LIVE_SESSIONS } from './sessions.ts';
 import { USER_MODEL_LIMIT } from './user-models.ts';
 import { QUEUES } from '#src/jobs/queues.ts';
 
@@ -118,11 +119,6 @@ export async function failTurnOfJob(db: Queryable, jobId: string, error: string)
   return row;
 }
 
-export async function getTurnByJob(db: Queryable, jobId: string): Promise<TurnRow | undefined> {
-  const [row] = await db.select().from(turns).where(eq(turns.jobId, jobId));
-  return row;
-}
-
 /** The turn of a job run again, now claimed by the session `claimedBy` (this process); undefined when it has none. */
 export async function claimTurnOfJob(db: Queryable, jobId: string, claimedBy: string): Promise<TurnRow | undefined> {
   const [row] = await db.update(turns).set({ claimedBy }).where(eq(turns.jobId, jobId)).returning();
@@ -137,7 +133,7 @@ export async function turnJobsOfGoneSessions(db: Queryable): Promise<{ id: strin
   const rows = (await db.execute(sql`
     select j.id::text as id, j.retry_count from pgboss.job j join turns t on t.job_id = j.id::text
     where j.name = ${QUEUES.turn} and j.state = 'active' and t.status = 'running' and t.claimed_by is not null
-      and t.claimed_by not in (select application_name from pg_stat_activity where application_name is not null)`)) as unknown as { id: string; retry_count: number }[];
+      and t.claimed_by not in ${LIVE_SESSIONS}`)) as unknown as { id: string; retry_count: number }[];
   return rows.map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
 }
 

@@ -89,6 +89,7 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
         const stat = await fs.stat(file).catch(() => undefined);
         if (stat && Date.now() - stat.mtimeMs > PARTIAL_AGE_MS) await fs.rm(file, { force: true });
       }
+      if (left) log.warn({ stored, left }, 'some events kept on disk could not be stored; they are tried again at the next start');
       return { stored, left };
     },
   };

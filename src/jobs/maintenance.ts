@@ -10,6 +10,7 @@ import { pruneInboundFailures } from '#src/db/inbound-failures.ts';
 import { orphanedOutboundIds, pruneOutbound, requeueOrphanedOutbound } from '#src/db/outbound-messages.ts';
 import { pruneQuestions } from '#src/db/questions.ts';
 import { pruneReminders } from '#src/db/reminders.ts';
+import { goneAtTwoPasses } from '#src/db/sessions.ts';
 import { failOrphanedTurns, failTurnOfJob, turnJobsOfGoneSessions } from '#src/db/turns.ts';
 import { primaryTarget } from '#src/tools/targets.ts';
 import type { JobSystem } from './boss.ts';
@@ -48,10 +49,10 @@ export function startMaintenance(deps: {
 }) {
   const { db } = deps.database;
   let running: Promise<void> | undefined;
-  /** Ledger rows whose sender seemed gone at the last pass. */
-  let suspects = new Set<number>();
-  /** Turn job attempts (`id:retryCount`) whose process seemed gone at the last pass. */
-  let suspectJobs = new Set<string>();
+  /** Ledger rows whose sender is gone at two passes in a row. */
+  const orphanedTwice = goneAtTwoPasses<number>();
+  /** Turn job attempts whose process is gone at two passes in a row. */
+  const heldByGoneTwice = goneAtTwoPasses<{ id: string; retryCount: number }>((job) => `${job.id}:${job.retryCount}`);
 
   async function releaseFailedTurnJobs() {
     const failed = (await db.execute(
@@ -88,25 +89,22 @@ export function startMaintenance(deps: {
   }
 
   async function requeueOrphans() {
-    try {
-      const orphaned = await orphanedOutboundIds(db);
-      const requeued = await requeueOrphanedOutbound(db, orphaned.filter((id) => suspects.has(id)));
-      suspects = new Set(orphaned);
-      if (requeued) deps.log.warn({ count: requeued }, 'messages whose sender stopped before the platform confirmed them are sent again');
-    } catch (err) {
-      deps.log.warn({ err }, 'maintenance step failed');
-    }
-    try {
-      const held = await turnJobsOfGoneSessions(db);
-      const gone = held.filter((job) => suspectJobs.has(`${job.id}:${job.retryCount}`));
-      suspectJobs = new Set(held.map((job) => `${job.id}:${job.retryCount}`));
-      if (gone.length) {
-        // Fenced to the attempt seen: a job the queue handed out again meanwhile is left to its new holder.
-        await deps.jobs.boss.fail(QUEUES.turn, gone, { message: 'the process running the turn is gone' });
-        deps.log.warn({ count: gone.length }, 'turns whose process is gone are run again');
-      }
-    } catch (err) {
-      deps.log.warn({ err }, 'maintenance step failed');
+    const requeued = await requeueOrphanedOutbound(db, orphanedTwice(await orphanedOutboundIds(db)));
+    if (requeued) deps.log.warn({ count: requeued }, 'messages whose sender stopped before the platform confirmed them are sent again');
+  }
+
+  async function releaseTurnsOfGoneProcesses() {
+    const gone = heldByGoneTwice(await turnJobsOfGoneSessions(db));
+    if (gone.length === 0) return;
+    // Fenced to the attempt seen: a job the queue handed out again meanwhile is left to its new holder.
+    await deps.jobs.boss.fail(QUEUES.turn, gone, { message: 'the process running the turn is gone' });
+    deps.log.warn({ count: gone.length }, 'turns whose process is gone are run again');
+  }
+
+  /** What processes that are gone left behind; each step on its own, so one that fails does not hold the other. */
+  async function sweepGone() {
+    for (const step of [requeueOrphans, releaseTurnsOfGoneProcesses]) {
+      await step().catch((err: unknown) => deps.log.warn({ err }, 'maintenance step failed'));
     }
   }
 
@@ -132,7 +130,7 @@ export function startMaintenance(deps: {
   }, deps.intervalMs ?? 60_000);
   timer.unref();
   let sweeping: Promise<void> | undefined;
-  const sweep = () => (sweeping ??= requeueOrphans().finally(() => (sweeping = undefined)));
+  const sweep = () => (sweeping ??= sweepGone().finally(() => (sweeping = undefined)));
   const outboxTimer = setInterval(sweep, deps.outboxIntervalMs ?? 5_000);
   outboxTimer.unref();
   // A process started after a crash sees at once what the crashed one left, and gives it back at its next pass.

@@ -8,6 +8,7 @@ import {
   pendingQuestions,
   unclosedQuestionIds,
 } from '#src/db/questions.ts';
+import { goneAtTwoPasses } from '#src/db/sessions.ts';
 import { createChatQuestions, type ChatQuestionsDeps } from './chat-questions.ts';
 import { view } from './format.ts';
 import { createApprovalGate } from './approvals.ts';
@@ -66,14 +67,12 @@ export function createQuestions(deps: QuestionsDeps) {
     await close(row.id);
   }
 
-  /** Questions whose waiting process seemed gone at the last sweep: gone twice in a row, they are expired. */
-  let suspects = new Set<string>();
+  /** Questions whose waiting process is gone at two sweeps in a row are expired. */
+  const orphanedTwice = goneAtTwoPasses<string>();
 
   async function sweep() {
-    const orphaned = await orphanedQuestionIds(db);
-    const expired = [...(await expireDueQuestions(db)), ...(await expireOrphans(db, orphaned.filter((id) => suspects.has(id))))];
-    // A database blip drops a live process's sessions for a moment; only a process missing twice is gone.
-    suspects = new Set(orphaned);
+    const orphaned = orphanedTwice(await orphanedQuestionIds(db));
+    const expired = [...(await expireDueQuestions(db)), ...(await expireOrphans(db, orphaned))];
     for (const row of expired) await publish('done', row.id);
     await remote.recheckWaiters();
     for (const id of await unclosedQuestionIds(db, [...deps.connectors.keys()])) await close(id);
