@@ -17,7 +17,7 @@ import { until } from '../support/until.ts';
 import { killAll as killMarked, processesWith } from '../tools/shell-helpers.ts';
 
 const USER = 1001;
-const MARKER = '304.5';
+const MARKER = '324.5';
 /** What the model runs; outside the sandbox, with a child that sheds everything Parlor could find it by but its parent. */
 let commandLine = `sleep ${MARKER}`;
 

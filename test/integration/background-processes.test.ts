@@ -34,7 +34,7 @@ beforeAll(async () => {
   });
 });
 afterAll(async () => {
-  killAll(['301.5', '302.5', '303.5']);
+  killAll(['311.5', '312.5', '313.5']);
   await h?.stop();
 });
 beforeEach(() => {
@@ -71,16 +71,16 @@ describe('background commands', () => {
     h.fake.setDefault((req): FakeReply => ({ text: isWake(req) ? `Lost: ${req.lastUserText}` : 'ok' }));
     // What a process run outside the sandbox leaves behind when Parlor is killed: a command carrying its tag.
     const tag = randomBytes(12).toString('hex');
-    const orphan = spawn('sleep', ['301.5'], { detached: true, stdio: 'ignore', env: { ...process.env, PARLOR_SHELL_RUN: tag } });
+    const orphan = spawn('sleep', ['311.5'], { detached: true, stdio: 'ignore', env: { ...process.env, PARLOR_SHELL_RUN: tag } });
     orphan.unref();
-    await until(() => processesWith('301.5').length > 0, 'the orphan to start', 5_000);
+    await until(() => processesWith('311.5').length > 0, 'the orphan to start', 5_000);
     await h.query(sql`
       insert into background_processes (id, persona, conversation_id, command, origin, owner, tag)
       values ('bg_0000dead', 'testy', 'testy:chat:u1', 'make all', ${JSON.stringify({ connector: 'chat', chat: 'u1', chatType: 'dm' })}::jsonb, 'parlor:1:gone', ${tag})`);
     const store = createProcessStore({ database: h.app.database, jobs: h.app.jobs, log: pino({ level: 'silent' }), killTagged });
     expect(await store.sweepLost()).toBe(1);
     expect(await store.sweepLost()).toBe(0);
-    await until(() => processesWith('301.5').length === 0, 'the orphan to be killed', 5_000);
+    await until(() => processesWith('311.5').length === 0, 'the orphan to be killed', 5_000);
     const lost = await until(() => h.chat.sent.find((m) => m.text.startsWith('Lost:')), 'the lost notice', 15_000);
     expect(lost.text).toContain('[background command] bg_0000dead was stopped: the Parlor process that ran it ended');
     expect(lost.text).toContain('make all');
@@ -107,17 +107,17 @@ describe('background commands', () => {
     h.fake.setDefault((req): FakeReply => {
       if (isWake(req)) return { text: `woken: ${req.lastUserText}` };
       if (lastRole(req) === 'tool') return { text: 'Started the server.' };
-      return { toolCalls: [{ name: 'shell_exec', arguments: { command: 'sleep 302.5', background: true } }] };
+      return { toolCalls: [{ name: 'shell_exec', arguments: { command: 'sleep 312.5', background: true } }] };
     });
     await h.chat.inject({ text: 'start the server' });
     await until(() => h.chat.sent.find((m) => m.text === 'Started the server.'), 'the answer', 10_000);
     await h.app.waitForIdle('testy:chat:u1');
-    await until(() => processesWith('302.5').length > 0, 'the command', 5_000);
+    await until(() => processesWith('312.5').length > 0, 'the command', 5_000);
     await h.chat.inject({ text: '/stop' });
     const reply = await until(() => h.chat.sent.find((m) => /^Cancelled one background task\.$/.test(m.text)), () => `the /stop answer; sent ${JSON.stringify(h.chat.sent.map((m) => m.text))}`, 10_000);
     expect(reply).toBeTruthy();
-    await until(() => processesWith('302.5').length === 0, 'the command to stop', 5_000);
-    await until(async () => (await h.query(sql`select 1 from background_processes where command = 'sleep 302.5' and state = 'killed'`)).length === 1, 'its row to say so', 5_000);
+    await until(() => processesWith('312.5').length === 0, 'the command to stop', 5_000);
+    await until(async () => (await h.query(sql`select 1 from background_processes where command = 'sleep 312.5' and state = 'killed'`)).length === 1, 'its row to say so', 5_000);
     await sleep(1000);
     await h.app.waitForIdle('testy:chat:u1');
     expect(h.fake.requests.filter(isWake)).toHaveLength(0);
@@ -129,13 +129,13 @@ describe('background commands', () => {
     const runner = new ToolRunner(createBuiltinTools({ timezone: 'UTC', processes }));
     const persona = h.app.personas[0];
     const ctx = { ...makeToolContext({ persona }), conversationId: 'testy:chat:u1', turnId: randomUUID() };
-    const started = await runner.execute({ id: 'a', name: 'shell_exec', arguments: JSON.stringify({ command: 'sleep 303.5', background: true }) }, runner.toolsFor(persona, 'user'), ctx);
+    const started = await runner.execute({ id: 'a', name: 'shell_exec', arguments: JSON.stringify({ command: 'sleep 313.5', background: true }) }, runner.toolsFor(persona, 'user'), ctx);
     expect(started.content).toMatch(/^running in the background as bg_/);
     const id = /bg_[0-9a-f]+/.exec(started.content)![0];
-    await until(() => processesWith('303.5').length > 0, 'the command', 5_000);
+    await until(() => processesWith('313.5').length > 0, 'the command', 5_000);
     const caller = { persona: persona.name, conversationId: 'testy:chat:u1' };
     expect(await peerProcesses.signal(caller, id, 'SIGTERM')).toBe(`sent SIGTERM to ${id}, which runs in another Parlor process (process status shows when it has ended)`);
-    await until(() => processesWith('303.5').length === 0, 'the command to stop', 5_000);
+    await until(() => processesWith('313.5').length === 0, 'the command to stop', 5_000);
     await until(async () => (await peerProcesses.status(caller, id)).includes('exit=killed'), 'its status, seen from the other process', 5_000);
     await h.app.waitForIdle('testy:chat:u1');
   });
