@@ -1,6 +1,6 @@
 import type { Persona } from '#src/config/persona.ts';
 import type { CustomToolCommands } from '#src/tools/custom/commands.ts';
-import { sandboxedCommand, shellAccess, shellSandboxStatus, type SandboxStatus, type ShellAccess } from '#src/tools/sandbox.ts';
+import { sandboxedCommand, shellAccess, shellMode, shellSandboxStatus, type SandboxStatus, type ShellAccess } from '#src/tools/sandbox.ts';
 import { lockHiddenFiles, shareWorkspace } from '#src/tools/shell-user-files.ts';
 import type { ShellUser } from '#src/tools/shell-user.ts';
 import type { Tool, ToolContext } from '#src/tools/types.ts';
@@ -106,7 +106,7 @@ export function createShellExecTool(options: ShellExecOptions = {}): Tool<Args> 
     },
     // The runner's outer limit; the tool's own timeout (at most MAX_TIMEOUT_MS) fires first and reports the output.
     timeoutMs: MAX_TIMEOUT_MS + 30_000,
-    available: ({ persona }) => commands.access(persona).mode !== 'off',
+    available: ({ persona }) => commands.mode(persona) !== 'off',
     approval: {
       summary: summarizeShellCall,
       // "Always allow" covers the exact call: the command, and its folder and variables when it has them.
@@ -159,7 +159,7 @@ export interface WorkspaceCommand {
 /** Runs commands for shell_exec and custom tools: one policy, one environment, one way of starting them. */
 export interface WorkspaceCommands {
   /** How the persona's commands run: in the sandbox, as a user of their own, directly, or not at all. */
-  access(persona: Persona): ShellAccess;
+  mode(persona: Persona): ShellAccess['mode'];
   /** Starts the command; or why it cannot start (the caller adds "the command did not run"). */
   start(command: WorkspaceCommand, ctx: ToolContext): Promise<StartedCommand | { error: string }>;
 }
@@ -177,7 +177,7 @@ export function createWorkspaceCommands(
   const hide = sandbox.hide ?? [];
   const warned = new Set<string>();
   return {
-    access: (persona) => shellAccess(policy(persona), status()),
+    mode: (persona) => shellMode(policy(persona), status()),
     async start(command, ctx) {
       const current = status();
       const access = shellAccess(policy(ctx.persona), current);
@@ -239,7 +239,7 @@ export function createCustomToolCommands(sandbox: ShellExecOptions['sandbox'] = 
     tools: { ...persona.tools, deny: persona.tools.deny.filter((name) => name !== 'shell_exec') },
   }));
   return {
-    available: (persona) => commands.access(persona).mode !== 'off',
+    available: (persona) => commands.mode(persona) !== 'off',
     deniedReason,
     async run(request, ctx) {
       const started = await commands.start(

@@ -103,16 +103,27 @@ export function detectShellIsolation(options: DetectOptions = {}): SandboxStatus
  * commands where there is nothing else.
  */
 export function shellAccess(persona: Pick<Persona, 'name' | 'tools' | 'workspace'>, status: SandboxStatus = shellSandboxStatus()): ShellAccess {
-  if (status.available) return { mode: 'sandboxed' };
-  if (persona.tools.deny.includes('shell_exec')) return { mode: 'off' };
-  if (status.separateUser) return separateUserAccess(persona, status.separateUser);
-  if (persona.tools.shell === 'unsandboxed') {
+  const mode = shellMode(persona, status);
+  if (mode === 'sandboxed' || (mode === 'off' && persona.tools.deny.includes('shell_exec'))) return { mode };
+  if (mode === 'separate-uid') return separateUserAccess(persona, status.separateUser!);
+  if (mode === 'unsandboxed') {
     return {
       mode: 'unsandboxed',
       warning: `shell_exec runs unsandboxed for persona ${persona.name} ("shell": "unsandboxed" in its tools.jsonc): ${status.detail}; its commands can read Parlor's secrets`,
     };
   }
   return { mode: 'off', warning: `shell_exec is off for persona ${persona.name}: ${status.detail}, or set "shell": "unsandboxed" in its tools.jsonc` };
+}
+
+/**
+ * How the persona's commands run, as shellAccess decides it, without looking at the disk for what to warn about:
+ * asked on every turn (is the tool offered at all), where the warning is not wanted.
+ */
+export function shellMode(persona: Pick<Persona, 'tools'>, status: SandboxStatus = shellSandboxStatus()): ShellAccess['mode'] {
+  if (status.available) return 'sandboxed';
+  if (persona.tools.deny.includes('shell_exec')) return 'off';
+  if (status.separateUser) return 'separate-uid';
+  return persona.tools.shell === 'unsandboxed' ? 'unsandboxed' : 'off';
 }
 
 /** Only what is worth fixing is said: the user is one other programs share, or it cannot reach the workspace. */

@@ -2,8 +2,8 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { shellAccess, shellSandboxStatus } from '../../src/tools/sandbox.ts';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { shellAccess, shellMode, shellSandboxStatus } from '../../src/tools/sandbox.ts';
 import { createShellExecTool } from '../../tools/shell-exec.ts';
 import { makePersona, makeToolContext } from '../support/persona.ts';
 import { NO_SANDBOX, recordingLogger } from './shell-helpers.ts';
@@ -174,6 +174,25 @@ describe('the verdict doctor and start-up report', () => {
     });
     expect(shellAccess(optedIn, status).mode).toBe('unsandboxed');
     expect(shellAccess(denied, status)).toEqual({ mode: 'off' });
+  });
+
+  it('is the same mode when asked on every turn, without looking at the disk (a workspace nobody can reach)', () => {
+    const user = { name: 'parlor-shell', uid: 999, gid: 995 };
+    const statuses = [{ available: true, detail: 'bubblewrap 0.8.0' }, { ...NO_SANDBOX(), separateUser: user }, NO_SANDBOX()];
+    const unreachable = [sandboxed, optedIn, denied].map((p) => ({ ...p, workspace: '/nonexistent/parlor/workspace' }));
+    for (const status of statuses) {
+      expect(unreachable.map((p) => shellMode(p, status))).toEqual(unreachable.map((p) => shellAccess(p, status).mode));
+    }
+    const stat = vi.spyOn(fs, 'statSync');
+    const realpath = vi.spyOn(fs, 'realpathSync');
+    try {
+      for (const status of statuses) for (const p of unreachable) shellMode(p, status);
+      expect(stat).not.toHaveBeenCalled();
+      expect(realpath).not.toHaveBeenCalled();
+    } finally {
+      stat.mockRestore();
+      realpath.mockRestore();
+    }
   });
 
   it('finds out whether bubblewrap works once, by a trial run', () => {

@@ -167,6 +167,8 @@ export function createCustomToolProvider(options: CustomToolProviderOptions): Cu
  * folder has no custom tools; a shared folder that is missing is a problem, since someone named it.
  */
 async function toolFolders(root: string, shared: boolean): Promise<{ list: string[] } | { problem: string }> {
+  // Asked on every turn, and most personas have no tools folder: a missing one is found without an error thrown.
+  if (!shared && !statOf(root)) return { list: [] };
   let entries: Dirent[];
   try {
     entries = fss.readdirSync(root, { withFileTypes: true });
