@@ -11,7 +11,7 @@ import { QUEUES } from '#src/jobs/queues.ts';
 export type TurnRow = typeof turns.$inferSelect;
 
 /**
- * Starts a user turn in one statement: the conversation marked active (created if need be), the messages waiting in it
+ * Starts a user turn in one statement: the conversation read (created if need be), the messages waiting in it
  * claimed for the turn oldest first (a message another transaction holds is waited for, see claimPendingMessages), and
  * the turn recorded, unless nothing was waiting (an earlier turn read the message mid-run): then no turn is written
  * and `claimed` is empty. With `historyLimit`, the turn's history is read in the same statement, as historySince reads
@@ -43,11 +43,17 @@ export async function startUserTurn(
       user_model: { dimension: string; content: string; confidence: number; updated_at: string }[] | null;
     }[]
   >`
-    with conversation as (
+    with existing as (
+      -- Read, not written: the message's ingress marked the conversation active a moment ago.
+      select history_after_id, thinking, active_tools from conversations where id = ${row.conversationId}
+    ), created as (
       insert into conversations (id, persona, connector, chat, thread)
-      values (${row.conversationId}, ${row.persona}, ${row.connector ?? null}, ${row.chat ?? null}, ${row.thread ?? null})
+      select ${row.conversationId}, ${row.persona}, ${row.connector ?? null}, ${row.chat ?? null}, ${row.thread ?? null}
+      where not exists (select 1 from existing)
       on conflict (id) do update set last_activity_at = now()
       returning history_after_id, thinking, active_tools
+    ), conversation as (
+      select * from existing union all select * from created
     ), picked as (
       select id from messages where conversation_id = ${row.conversationId} and turn_id is null order by id for update
     ), numbered as (

@@ -91,4 +91,22 @@ describe('the history a user turn reads as it begins', () => {
     await insertMessage(t.database.db, { conversationId, message: { role: 'user', content: 'hi' } });
     expect(await start(conversationId)).not.toHaveProperty('history');
   });
+
+  it("reads the conversation's state without writing its row, and creates a conversation that is not there", async () => {
+    const sql = t.database.sql;
+    const conversationId = `p:chat:${randomUUID().slice(0, 8)}`;
+    await ensureConversation(t.database.db, { id: conversationId, persona: 'p' });
+    await sql`update conversations set thinking = true, active_tools = ${['web_search']} where id = ${conversationId}`;
+    await insertMessage(t.database.db, { conversationId, message: { role: 'user', content: 'hi' } });
+    const [before] = await sql<{ ctid: string }[]>`select ctid::text from conversations where id = ${conversationId}`;
+    const begun = await start(conversationId);
+    expect(begun.conversation).toEqual({ historyAfterId: 0, thinking: true, activeTools: ['web_search'] });
+    expect(begun.claimed).toHaveLength(1);
+    // The same version of the row: the turn's start left it as it was.
+    expect(await sql`select ctid::text from conversations where id = ${conversationId}`).toEqual([before]);
+
+    const missing = `p:chat:${randomUUID().slice(0, 8)}`;
+    expect((await start(missing)).conversation).toEqual({ historyAfterId: 0, thinking: false, activeTools: [] });
+    expect(await sql`select persona from conversations where id = ${missing}`).toEqual([{ persona: 'p' }]);
+  });
 });

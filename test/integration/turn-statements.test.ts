@@ -48,7 +48,7 @@ describe('statements of a direct message', () => {
     // The message, its event and its conversation (with the job enqueued beside it).
     expect(count(/^with open_question as/)).toBe(1);
     // The turn begins: its messages claimed, its history and what it knows of the person read, in one statement.
-    expect(count(/^with conversation as .*insert into turns.* history as.*from user_models/)).toBe(1);
+    expect(count(/^with existing as .*insert into turns.* history as.*from user_models/)).toBe(1);
     expect(count(/from user_models/)).toBe(1);
     // The answer in the transcript and the ledger together; the sent mark and the turn's end together.
     expect(count(/insert into outbound_messages.*insert into messages/)).toBe(1);
