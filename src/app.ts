@@ -1,3 +1,4 @@
+import type { TurnJobData } from '#src/turns.ts';
 import path from 'node:path';
 // The composition root: the one place that knows the connectors, the built-in tools and the core together.
 import type { Logger } from 'pino';
@@ -307,8 +308,9 @@ export async function startApp(options: AppOptions): Promise<App> {
     });
     late.commands = commands;
     let workers: TurnWorkers | undefined;
-    const queued = (conversationId: string, jobId: string) => workers?.announce(conversationId, jobId);
-    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions, queued });
+    const queued = (conversationId: string, jobId: string, data: TurnJobData) => workers?.announce(conversationId, jobId, data);
+    const storing = (jobId: string) => workers?.expect(jobId);
+    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions, queued, storing });
     cleanups.push(() => ingress.stop());
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;

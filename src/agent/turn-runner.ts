@@ -71,6 +71,23 @@ export interface TurnJob {
   /** 0 on the first delivery; more when the job is retried (after a crash or a shutdown). */
   retryCount?: number;
   signal?: AbortSignal;
+  /**
+   * Not fetched from the queue: this process stored it a moment ago, and the turn's start takes it from the queue in
+   * its own statement (one round trip fewer). `claimed` is told once it is this process's; when it cannot be taken
+   * (another process has it, or it is not its conversation's next), run() rejects with JobNotClaimed and nothing ran.
+   */
+  claim?: { claimed(): void; taken?: boolean };
+}
+
+function taken(job: TurnJob): void {
+  if (!job.claim || job.claim.taken) return;
+  job.claim.taken = true;
+  job.claim.claimed();
+}
+
+/** A job run with `claim` that the turn's start could not take from the queue: nothing was written. */
+export class JobNotClaimed extends Error {
+  override name = 'JobNotClaimed';
 }
 
 interface ConversationState {
@@ -143,6 +160,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     // Claimed by this process: were it to die, another gives the job back to the queue at once (see maintenance).
     const session = deps.database.applicationName;
     const existing = again ? await claimTurnOfJob(db, job.id, session) : undefined;
+    // A job its start was to take, found begun: taken by an earlier run of it here.
+    if (existing) taken(job);
     if (existing) {
       if (existing.status !== 'running') return undefined;
       // The job was redelivered after a crash. A reply in the ledger means the loop had finished: only its delivery
@@ -173,8 +192,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
       };
     }
     const turnId = randomUUID();
+    if (job.claim && data.kind !== 'user') throw new JobNotClaimed(`a ${data.kind} turn's job is fetched from its queue`);
     if (data.kind === 'user') {
-      const { conversation, claimed, history, userModel } = await startUserTurn(
+      const { jobClaimed, conversation, claimed, history, userModel } = await startUserTurn(
         bookkeeping,
         {
           id: turnId,
@@ -187,8 +207,12 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
           claimedBy: session,
           origin: data.origin,
         },
-        { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET), userModelOf },
+        // Taken once is enough: a rerun whose start the database lost runs on, and the message's claim keeps it from
+        // being answered twice should the job be handed out again meanwhile.
+        { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET), userModelOf, claimJob: !!job.claim && !job.claim.taken },
       );
+      if (jobClaimed === false) throw new JobNotClaimed(`job ${job.id} was not taken`);
+      taken(job);
       // Nothing waiting: an earlier turn already read this message mid-run.
       if (claimed.length === 0) return undefined;
       // In a group the answer quotes the message it answers; in a DM it needs no quote.
@@ -219,6 +243,8 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     const log = deps.log.child({ conversation: data.conversationId, kind: data.kind });
     const persona = deps.personas().find((p) => p.name === data.persona);
     if (!persona) {
+      // Dropped by a process that fetched it, so that its job is completed.
+      if (job.claim) throw new JobNotClaimed(`persona ${data.persona} is unknown`);
       log.error({ persona: data.persona }, 'turn for an unknown persona dropped');
       return;
     }

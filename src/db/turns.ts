@@ -20,8 +20,10 @@ export type TurnRow = typeof turns.$inferSelect;
 export async function startUserTurn(
   db: Queryable,
   row: { id: string; conversationId: string; persona: string; connector?: string; chat?: string; thread?: string; jobId: string; claimedBy?: string; origin?: unknown },
-  options: { historyLimit?: number; userModelOf?: string } = {},
+  options: { historyLimit?: number; userModelOf?: string; claimJob?: boolean } = {},
 ): Promise<{
+  /** With `claimJob`: false when the job could not be taken (another process has it, or it is not its conversation's next). */
+  jobClaimed?: boolean;
   conversation: { historyAfterId: number; thinking: boolean; activeTools: string[] };
   claimed: { message: ChatMessage; externalId: string | null }[];
   history?: HistoryRead;
@@ -31,8 +33,10 @@ export async function startUserTurn(
   const client = clientOf(db);
   const withHistory = options.historyLimit !== undefined;
   const withUserModel = options.userModelOf !== undefined;
+  const claim = options.claimJob === true;
   const [state] = await client<
     {
+      job_claimed: boolean;
       history_after_id: number;
       thinking: boolean;
       active_tools: string[];
@@ -43,19 +47,22 @@ export async function startUserTurn(
       user_model: { dimension: string; content: string; confidence: number; updated_at: string }[] | null;
     }[]
   >`
-    with existing as (
+    with job as (${claim ? claimTurnJob(client, row.jobId) : client`select null::uuid as id where false`}
+    ), go as (
+      select ${!claim} or exists (select 1 from job) as ok
+    ), existing as (
       -- Read, not written: the message's ingress marked the conversation active a moment ago.
       select history_after_id, thinking, active_tools from conversations where id = ${row.conversationId}
     ), created as (
       insert into conversations (id, persona, connector, chat, thread)
       select ${row.conversationId}, ${row.persona}, ${row.connector ?? null}, ${row.chat ?? null}, ${row.thread ?? null}
-      where not exists (select 1 from existing)
+      where not exists (select 1 from existing) and (select ok from go)
       on conflict (id) do update set last_activity_at = now()
       returning history_after_id, thinking, active_tools
     ), conversation as (
       select * from existing union all select * from created
     ), picked as (
-      select id from messages where conversation_id = ${row.conversationId} and turn_id is null order by id for update
+      select id from messages where conversation_id = ${row.conversationId} and turn_id is null and (select ok from go) order by id for update
     ), numbered as (
       -- Each takes its place in the transcript now, after whatever the turns before wrote meanwhile.
       select id, nextval('messages_id_seq') as seq from picked
@@ -79,7 +86,7 @@ export async function startUserTurn(
         select seq, content from claimed where ${withHistory}
       ) h order by seq desc limit ${options.historyLimit ?? 0}
     )
-    select history_after_id, thinking, active_tools,
+    select (select ok from go) as job_claimed, history_after_id, thinking, active_tools,
       coalesce((select json_agg(json_build_object('id', id, 'content', content, 'external_id', external_id) order by id) from claimed), '[]'::json) as claimed,
       (select summary from s) as summary, (select through_message_id from s) as summary_through,
       (select json_agg(json_build_object('seq', seq, 'content', content) order by seq) from history) as history,
@@ -88,7 +95,10 @@ export async function startUserTurn(
         from (select * from user_models where ${withUserModel} and persona = ${row.persona} and user_address = ${options.userModelOf ?? ''}
           order by confidence desc, updated_at desc, dimension limit ${USER_MODEL_LIMIT}) u) as user_model
     from conversation`;
+  // Not taken: nothing was written (a conversation that is not there has no row to read either).
+  if (claim && !state?.job_claimed) return { jobClaimed: false, conversation: { historyAfterId: 0, thinking: false, activeTools: [] }, claimed: [] };
   return {
+    ...(claim ? { jobClaimed: true } : {}),
     conversation: { historyAfterId: Number(state.history_after_id), thinking: state.thinking, activeTools: state.active_tools },
     claimed: state.claimed.map((c) => ({ message: c.content, externalId: c.external_id })),
     ...(withHistory
@@ -103,6 +113,29 @@ export async function startUserTurn(
       ? { userModel: (state.user_model ?? []).map((r) => ({ dimension: r.dimension, content: r.content, confidence: r.confidence, updatedAt: new Date(r.updated_at) })) }
       : {}),
   };
+}
+
+/**
+ * The turn job `jobId`, taken for this process as pg-boss's fetch takes a job (made active, its attempt counted from
+ * its start), when it is still waiting and is its conversation's next: no other job of the conversation is running,
+ * waiting to be retried or failed, and none waits from before it (the order of the queue's key_strict_fifo policy).
+ * A job another process took first is locked or active already, and is left to it.
+ */
+function claimTurnJob(client: postgres.Sql, jobId: string) {
+  return client`
+      update pgboss.job j set state = 'active', started_on = pgboss.job_now(), heartbeat_on = pgboss.job_now(),
+        retry_count = case when started_on is not null then retry_count + 1 else retry_count end
+      where j.name = ${QUEUES.turn} and j.id = ${jobId}::uuid and j.state = 'created' and not j.blocked
+        and j.start_after <= pgboss.job_now()
+        -- Each on the queue's own index for it (job_i8, job_i10), as its fetch reads them.
+        and not exists (
+          select 1 from pgboss.job b
+          where b.name = j.name and b.singleton_key = j.singleton_key and b.policy = 'key_strict_fifo' and b.state in ('active', 'retry', 'failed'))
+        and not exists (
+          select 1 from pgboss.job b
+          where b.name = j.name and b.singleton_key = j.singleton_key and b.policy = 'key_strict_fifo' and b.state < 'active' and not b.blocked
+            and b.start_after <= pgboss.job_now() and (b.created_on, b.id) < (j.created_on, j.id))
+      returning j.id`;
 }
 
 export async function insertTurn(

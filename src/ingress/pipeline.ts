@@ -1,3 +1,4 @@
+import type { TurnJobData } from '#src/turns.ts';
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
@@ -26,7 +27,9 @@ export interface IngressDeps {
   database: Database;
   jobs: Pick<JobSystem, 'enqueueTurn' | 'deleteTurn'>;
   /** A message's turn job was committed (this process's workers may fetch it at once, before its notification). */
-  queued?: (conversationId: string, jobId: string) => void;
+  queued?: (conversationId: string, jobId: string, data: TurnJobData) => void;
+  /** A turn job is about to be stored (its notification may come back before the commit is confirmed). */
+  storing?: (jobId: string) => void;
   personas: () => readonly Persona[];
   delivery: Delivery;
   commands: CommandHandler;
@@ -212,10 +215,12 @@ export function createIngress(deps: IngressDeps) {
     // only start a turn with nothing to read.
     const store = async (unlessQuestionIn?: { thread?: string; conversationId?: string }) => {
       const jobId = randomUUID();
+      const data: TurnJobData = { conversationId, persona: persona.name, kind: 'user', origin };
+      deps.storing?.(jobId);
       const [, stored] = await inOneTrip<[string | null, StoredInbound]>(deps.database.sql, async (c) => {
         let sent!: () => void;
         const jobSent = new Promise<void>((resolve) => (sent = resolve));
-        const job = deps.jobs.enqueueTurn({ conversationId, persona: persona.name, kind: 'user', origin }, c, { id: jobId, woken: true, sent });
+        const job = deps.jobs.enqueueTurn(data, c, { id: jobId, woken: true, sent });
         // pg-boss sends its statement a few steps after it is asked to: the message follows it, then COMMIT.
         await Promise.race([jobSent, job]);
         const message = storeInboundMessage(c, {
@@ -230,7 +235,7 @@ export function createIngress(deps: IngressDeps) {
         });
         return [job, message] as const;
       });
-      if (stored === 'stored') deps.queued?.(conversationId, jobId);
+      if (stored === 'stored') deps.queued?.(conversationId, jobId, data);
       else await deps.jobs.deleteTurn(jobId).catch((err: unknown) => log.warn({ err }, 'a turn job without its message could not be deleted; it runs and reads nothing'));
       return stored;
     };

@@ -1,7 +1,7 @@
 import type postgres from 'postgres';
 import type { Logger } from 'pino';
 import type { Job } from 'pg-boss';
-import type { TurnRunner } from '#src/agent/turn-runner.ts';
+import { JobNotClaimed, type TurnRunner } from '#src/agent/turn-runner.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES } from './queues.ts';
 import { CHANNELS, listen, readTurnNotice } from '#src/db/channels.ts';
@@ -10,10 +10,15 @@ import type { TurnJobData } from '#src/turns.ts';
 
 export interface TurnWorkers {
   /**
-   * This process enqueued a turn job of the conversation and committed it: fetched at once, without waiting for the
-   * database to pass the notification back.
+   * This process is storing a turn job: its notification, which may come back before the commit is confirmed, is
+   * not news (announce follows).
    */
-  announce(conversationId: string, jobId: string): void;
+  expect(jobId: string): void;
+  /**
+   * This process enqueued a turn job of the conversation and committed it: run at once when a place is free, its
+   * turn's start taking it from the queue (no fetch), without waiting for the database to pass the notification back.
+   */
+  announce(conversationId: string, jobId: string, data?: TurnJobData): void;
   /** Stops fetching, gives running turns `graceMs` to finish, then releases the rest back to the queue. */
   stop(graceMs?: number): Promise<void>;
 }
@@ -36,6 +41,8 @@ const GATHER_MS = 20;
 interface Held {
   job: Job<TurnJobData>;
   controller: AbortController;
+  /** Run before it is taken from the queue (see TurnJob.claim): not this process's yet, so not said to be alive. */
+  claiming?: boolean;
 }
 
 /**
@@ -71,9 +78,14 @@ export async function startTurnWorkers(
     heard.add(jobId);
     return true;
   };
+  /** Jobs this process is storing (see expect), kept like `heard`: one whose store failed is forgotten. */
+  let expected = new Set<string>();
+  let expectedBefore = new Set<string>();
   const forget = setInterval(() => {
     heardBefore = heard;
     heard = new Set();
+    expectedBefore = expected;
+    expected = new Set();
   }, 5000);
   forget.unref();
   let stopped = false;
@@ -115,21 +127,34 @@ export async function startTurnWorkers(
     });
   }
 
-  function start(job: Job<TurnJobData>): void {
+  /** With `claim`, the job was not fetched: its turn's start takes it from the queue, or nothing runs. */
+  function start(job: Job<TurnJobData>, claim = false): void {
     const controller = new AbortController();
-    running.set(job.id, { job, controller });
+    const held: Held = { job, controller, claiming: claim };
+    running.set(job.id, held);
     if (stopped) controller.abort('stopping');
+    let notClaimed = false;
     void runner
-      .run({ id: job.id, data: job.data, retryCount: job.retryCount, signal: controller.signal })
+      .run({
+        id: job.id,
+        data: job.data,
+        retryCount: job.retryCount,
+        signal: controller.signal,
+        ...(claim ? { claim: { claimed: () => (held.claiming = false) } } : {}),
+      })
       .then(
         () => completer.add(job),
-        (err: unknown) => giveBack([job], err instanceof Error ? err.message : String(err)),
+        (err: unknown) => {
+          // Taken by another process first, or not its conversation's next: the queue hands it out as usual.
+          if (err instanceof JobNotClaimed) notClaimed = true;
+          else return giveBack([job], err instanceof Error ? err.message : String(err));
+        },
       )
       .finally(() => {
         running.delete(job.id);
         const waiting = announced.delete(job.data.conversationId);
         if (backlog) refill();
-        else if (waiting) pump();
+        else if (waiting || notClaimed) pump();
       });
   }
 
@@ -180,7 +205,7 @@ export async function startTurnWorkers(
   const heartbeat =
     heartbeatSeconds > 0
       ? setInterval(() => {
-          const held = [...running.values()].filter((h) => !h.controller.signal.aborted);
+          const held = [...running.values()].filter((h) => !h.controller.signal.aborted && !h.claiming);
           if (held.length === 0) return;
           boss
             .touch(
@@ -209,13 +234,24 @@ export async function startTurnWorkers(
   };
   const listener = await listen(sql, CHANNELS.turn, (payload) => {
     const { conversationId, jobId } = readTurnNotice(payload);
-    if (!jobId || firstHeard(jobId)) announce(conversationId);
+    if (!jobId || (!expected.has(jobId) && !expectedBefore.has(jobId) && firstHeard(jobId))) announce(conversationId);
   });
   pump();
 
   return {
-    announce(conversationId, jobId) {
-      if (!stopped && firstHeard(jobId)) announce(conversationId);
+    expect(jobId) {
+      expected.add(jobId);
+    },
+    announce(conversationId, jobId, data) {
+      const wasExpected = expected.delete(jobId) || expectedBefore.delete(jobId);
+      // Its notification, were it to come now, is not news.
+      if (wasExpected) heard.add(jobId);
+      else if (!firstHeard(jobId)) return;
+      if (stopped) return;
+      // Not while jobs wait for a place: they were there first, and the next fetch takes them in their order.
+      if (wasExpected && data && !backlog && !runningKey(conversationId) && running.size < concurrency) {
+        start({ id: jobId, name: QUEUES.turn, data, retryCount: 0 } as Job<TurnJobData>, true);
+      } else announce(conversationId);
     },
     async stop(graceMs = 2500) {
       stopped = true;

@@ -4,7 +4,7 @@
 import { randomUUID } from 'node:crypto';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { TurnJob, TurnRunner } from '../../src/agent/turn-runner.ts';
+import { JobNotClaimed, type TurnJob, type TurnRunner } from '../../src/agent/turn-runner.ts';
 import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
 import { turnNotice } from '../../src/db/channels.ts';
@@ -131,6 +131,58 @@ describe('turn workers', () => {
     } finally {
       fetches.restore();
     }
+  });
+
+  it("run a job its own ingress stored without a fetch, its turn's start taking it; fetched as usual when that start cannot", async () => {
+    const { runner, started } = heldRunner();
+    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log });
+    const fetches = countFetches();
+    try {
+      const conversation = `p:chat:${randomUUID()}`;
+      const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
+      const id = randomUUID();
+      // As the ingress does: said before the job is stored; its notification comes back before the commit is confirmed.
+      workers.expect(id);
+      await jobs.boss.send(QUEUES.turn, data, { id, singletonKey: conversation });
+      await db.database.sql`select pg_notify('parlor_turn', ${turnNotice(conversation, id)})`;
+      await new Promise((r) => setTimeout(r, 300));
+      expect(started).toHaveLength(0);
+      workers.announce(conversation, id, data);
+      await until(() => started.length === 1, 3000);
+      expect(started[0].job).toMatchObject({ id, data, retryCount: 0, claim: expect.anything() });
+      expect(fetches.count).toBe(0);
+      // Its start could not take it (here: nothing took it, so the fetch finds it waiting).
+      started[0].fail(new JobNotClaimed('not taken'));
+      await until(() => started.length === 2, 3000);
+      expect(fetches.count).toBe(1);
+      expect(started[1].job).toMatchObject({ id, retryCount: 0 });
+      expect(started[1].job.claim).toBeUndefined();
+      expect((await state(id)).state).toBe('active');
+      started[1].end();
+      await until(async () => (await state(id)).state === 'completed', 3000);
+    } finally {
+      fetches.restore();
+    }
+  });
+
+  it('keep a job taken by its start alive only once it is taken', async () => {
+    const { runner, started } = heldRunner();
+    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log, heartbeatMs: 100 });
+    const conversation = `p:chat:${randomUUID()}`;
+    const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
+    const id = randomUUID();
+    workers.expect(id);
+    await jobs.boss.send(QUEUES.turn, data, { id, singletonKey: conversation });
+    workers.announce(conversation, id, data);
+    await until(() => started.length === 1, 3000);
+    // Not taken yet (still waiting in the queue): a heartbeat now would find it not held and stop the turn.
+    await new Promise((r) => setTimeout(r, 400));
+    expect(started[0].job.signal?.aborted).toBe(false);
+    await db.database.sql`update pgboss.job set state = 'active', started_on = now(), heartbeat_on = now() - interval '1 minute' where id = ${id}::uuid`;
+    started[0].job.claim!.claimed();
+    await until(async () => new Date((await state(id)).heartbeat_on).getTime() > Date.now() - 30_000, 3000);
+    expect(started[0].job.signal?.aborted).toBe(false);
+    started[0].end();
   });
 
   it('keep a running job alive, and stop its turn once the queue has taken the job back', async () => {

@@ -1,0 +1,95 @@
+// A turn job this process stored is taken from the queue by its turn's start, in the same statement, instead of a
+// fetch: only when pg-boss's fetch would hand it out (waiting, and its conversation's next), and never twice.
+import { randomUUID } from 'node:crypto';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ensureConversation } from '../../src/db/conversations.ts';
+import { insertMessage } from '../../src/db/messages.ts';
+import { startUserTurn } from '../../src/db/turns.ts';
+import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
+import { QUEUES } from '../../src/jobs/queues.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+
+let t: TestDatabase;
+let jobs: JobSystem;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  jobs = await startJobSystem(t.database, pino({ level: 'silent' }), { poolSize: 2 });
+});
+afterAll(async () => {
+  await jobs.stop({ timeoutMs: 1000 });
+  await t.drop();
+});
+
+/** A conversation with a message waiting and its turn job in the queue, as the ingress leaves them. */
+async function waiting(conversationId = `ana:chat:${randomUUID().slice(0, 8)}`) {
+  await ensureConversation(t.database.db, { id: conversationId, persona: 'ana' });
+  await insertMessage(t.database.db, { conversationId, message: { role: 'user', content: 'hi' } });
+  const jobId = (await jobs.enqueueTurn({ conversationId, persona: 'ana', kind: 'user' }, undefined, { id: randomUUID(), woken: true }))!;
+  return { conversationId, jobId };
+}
+
+const start = (conversationId: string, jobId: string, turnId = randomUUID()) =>
+  startUserTurn(t.database.db, { id: turnId, conversationId, persona: 'ana', jobId }, { claimJob: true });
+
+const jobState = async (id: string) =>
+  (await t.database.sql<{ state: string; retry_count: number }[]>`select state::text, retry_count from pgboss.job where id = ${id}::uuid`)[0];
+const turnsOf = async (conversationId: string) => (await t.database.sql`select id from turns where conversation_id = ${conversationId}`).length;
+
+describe("a turn's start taking its job from the queue", () => {
+  it('takes a waiting job as a fetch would, so that its completion and heartbeat find it', async () => {
+    const { conversationId, jobId } = await waiting();
+    const begun = await start(conversationId, jobId);
+    expect(begun.jobClaimed).toBe(true);
+    expect(begun.claimed).toHaveLength(1);
+    expect(await jobState(jobId)).toEqual({ state: 'active', retry_count: 0 });
+    // A fetch does not hand it out again.
+    expect(await jobs.boss.fetch(QUEUES.turn, { batchSize: 10 })).toEqual([]);
+    expect((await jobs.boss.touch(QUEUES.turn, [{ id: jobId, retryCount: 0 }]) as { settled?: string[] }).settled).toEqual([jobId]);
+    await jobs.boss.complete(QUEUES.turn, [{ id: jobId, retryCount: 0 }]);
+    expect((await jobState(jobId)).state).toBe('completed');
+  });
+
+  it('leaves a job another process fetched first, writing nothing', async () => {
+    const { conversationId, jobId } = await waiting();
+    const [fetched] = await jobs.boss.fetch(QUEUES.turn, { batchSize: 10 });
+    expect(fetched.id).toBe(jobId);
+    const begun = await start(conversationId, jobId);
+    expect(begun).toMatchObject({ jobClaimed: false, claimed: [] });
+    expect(await turnsOf(conversationId)).toBe(0);
+    // The message still waits for the turn of the process that has the job.
+    const other = await startUserTurn(t.database.db, { id: randomUUID(), conversationId, persona: 'ana', jobId });
+    expect(other.claimed).toHaveLength(1);
+  });
+
+  it("leaves a job that is not its conversation's next: one stored before it waits, or one of the conversation runs", async () => {
+    const first = await waiting();
+    const { jobId: second } = await waiting(first.conversationId);
+    expect(await start(first.conversationId, second)).toMatchObject({ jobClaimed: false, claimed: [] });
+    expect((await jobState(second)).state).toBe('created');
+    // The first is its next; once it runs, the second waits for it to end.
+    expect((await start(first.conversationId, first.jobId)).jobClaimed).toBe(true);
+    expect(await start(first.conversationId, second)).toMatchObject({ jobClaimed: false, claimed: [] });
+    expect(await turnsOf(first.conversationId)).toBe(1);
+    await jobs.boss.complete(QUEUES.turn, [{ id: first.jobId, retryCount: 0 }]);
+    expect((await start(first.conversationId, second)).jobClaimed).toBe(true);
+  });
+
+  it('takes a job once when two starts race for it', async () => {
+    const { conversationId, jobId } = await waiting();
+    const results = await Promise.all([start(conversationId, jobId), start(conversationId, jobId)]);
+    expect(results.map((r) => r.jobClaimed).sort()).toEqual([false, true]);
+    expect(await turnsOf(conversationId)).toBe(1);
+  });
+
+  it('takes a job that is due later only when it is due', async () => {
+    const conversationId = `ana:chat:${randomUUID().slice(0, 8)}`;
+    await ensureConversation(t.database.db, { id: conversationId, persona: 'ana' });
+    await insertMessage(t.database.db, { conversationId, message: { role: 'user', content: 'later' } });
+    const jobId = (await jobs.boss.send(QUEUES.turn, { conversationId, persona: 'ana', kind: 'user' }, { singletonKey: conversationId, startAfter: 60 }))!;
+    expect((await start(conversationId, jobId)).jobClaimed).toBe(false);
+    await t.database.sql`update pgboss.job set start_after = now() - interval '1 second' where id = ${jobId}::uuid`;
+    expect((await start(conversationId, jobId)).jobClaimed).toBe(true);
+  });
+});
