@@ -1,4 +1,3 @@
-import type { TurnJobData } from '#src/turns.ts';
 import path from 'node:path';
 // The composition root: the one place that knows the connectors, the built-in tools and the core together.
 import type { Logger } from 'pino';
@@ -45,6 +44,7 @@ import { createCustomToolCommands } from '#tools/shell-exec.ts';
 import { killTagged } from '#tools/shell-process.ts';
 import type { Tool, ToolProvider } from '#src/tools/types.ts';
 import { CHANNELS, listen } from '#src/db/channels.ts';
+import type { TurnJobData } from '#src/turns.ts';
 
 export interface AppOptions {
   settings: Settings;

@@ -73,16 +73,10 @@ export interface TurnJob {
   signal?: AbortSignal;
   /**
    * Not fetched from the queue: this process stored it a moment ago, and the turn's start takes it from the queue in
-   * its own statement (one round trip fewer). `claimed` is told once it is this process's; when it cannot be taken
+   * its own statement (one round trip fewer). `taken` turns true once it is this process's; when it cannot be taken
    * (another process has it, or it is not its conversation's next), run() rejects with JobNotClaimed and nothing ran.
    */
-  claim?: { claimed(): void; taken?: boolean };
-}
-
-function taken(job: TurnJob): void {
-  if (!job.claim || job.claim.taken) return;
-  job.claim.taken = true;
-  job.claim.claimed();
+  claim?: { taken: boolean };
 }
 
 /** A job run with `claim` that the turn's start could not take from the queue: nothing was written. */
@@ -160,9 +154,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     // Claimed by this process: were it to die, another gives the job back to the queue at once (see maintenance).
     const session = deps.database.applicationName;
     const existing = again ? await claimTurnOfJob(db, job.id, session) : undefined;
-    // A job its start was to take, found begun: taken by an earlier run of it here.
-    if (existing) taken(job);
     if (existing) {
+      // A job its start was to take, found begun: taken by an earlier run of it here.
+      if (job.claim) job.claim.taken = true;
       if (existing.status !== 'running') return undefined;
       // The job was redelivered after a crash. A reply in the ledger means the loop had finished: only its delivery
       // may be unfinished (sent, queued, or cut off before the platform answered), and the ledger settles that.
@@ -212,7 +206,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET), userModelOf, claimJob: !!job.claim && !job.claim.taken },
       );
       if (jobClaimed === false) throw new JobNotClaimed(`job ${job.id} was not taken`);
-      taken(job);
+      if (job.claim) job.claim.taken = true;
       // Nothing waiting: an earlier turn already read this message mid-run.
       if (claimed.length === 0) return undefined;
       // In a group the answer quotes the message it answers; in a DM it needs no quote.

@@ -1,4 +1,3 @@
-import type { TurnJobData } from '#src/turns.ts';
 import type { Logger } from 'pino';
 import { randomUUID } from 'node:crypto';
 import type { Connector, InboundEvent, IngressResult } from '#src/connector.ts';
@@ -22,6 +21,7 @@ import { createDeadLetters } from './dead-letters.ts';
 import { createAttachmentDownloads } from './downloads.ts';
 import { routeInbound } from './routing.ts';
 import { sanitizeEvent } from './sanitize.ts';
+import type { TurnJobData } from '#src/turns.ts';
 
 export interface IngressDeps {
   database: Database;

@@ -41,8 +41,8 @@ const GATHER_MS = 20;
 interface Held {
   job: Job<TurnJobData>;
   controller: AbortController;
-  /** Run before it is taken from the queue (see TurnJob.claim): not this process's yet, so not said to be alive. */
-  claiming?: boolean;
+  /** Run before it is taken from the queue (see TurnJob.claim): not said to be alive until it is this process's. */
+  claim?: { taken: boolean };
 }
 
 /**
@@ -71,21 +71,17 @@ export async function startTurnWorkers(
    * A job this process stored is heard of twice, by its own ingress and by its notification, in either order: the
    * first fetches, the second is not news. Jobs heard of once are kept for a few seconds (two generations).
    */
-  let heard = new Set<string>();
-  let heardBefore = new Set<string>();
+  const heard = fading();
   const firstHeard = (jobId: string) => {
-    if (heard.delete(jobId) || heardBefore.delete(jobId)) return false;
+    if (heard.delete(jobId)) return false;
     heard.add(jobId);
     return true;
   };
   /** Jobs this process is storing (see expect), kept like `heard`: one whose store failed is forgotten. */
-  let expected = new Set<string>();
-  let expectedBefore = new Set<string>();
+  const expected = fading();
   const forget = setInterval(() => {
-    heardBefore = heard;
-    heard = new Set();
-    expectedBefore = expected;
-    expected = new Set();
+    heard.age();
+    expected.age();
   }, 5000);
   forget.unref();
   let stopped = false;
@@ -130,7 +126,7 @@ export async function startTurnWorkers(
   /** With `claim`, the job was not fetched: its turn's start takes it from the queue, or nothing runs. */
   function start(job: Job<TurnJobData>, claim = false): void {
     const controller = new AbortController();
-    const held: Held = { job, controller, claiming: claim };
+    const held: Held = { job, controller, ...(claim ? { claim: { taken: false } } : {}) };
     running.set(job.id, held);
     if (stopped) controller.abort('stopping');
     let notClaimed = false;
@@ -140,7 +136,7 @@ export async function startTurnWorkers(
         data: job.data,
         retryCount: job.retryCount,
         signal: controller.signal,
-        ...(claim ? { claim: { claimed: () => (held.claiming = false) } } : {}),
+        claim: held.claim,
       })
       .then(
         () => completer.add(job),
@@ -205,7 +201,7 @@ export async function startTurnWorkers(
   const heartbeat =
     heartbeatSeconds > 0
       ? setInterval(() => {
-          const held = [...running.values()].filter((h) => !h.controller.signal.aborted && !h.claiming);
+          const held = [...running.values()].filter((h) => !h.controller.signal.aborted && (h.claim?.taken ?? true));
           if (held.length === 0) return;
           boss
             .touch(
@@ -234,7 +230,7 @@ export async function startTurnWorkers(
   };
   const listener = await listen(sql, CHANNELS.turn, (payload) => {
     const { conversationId, jobId } = readTurnNotice(payload);
-    if (!jobId || (!expected.has(jobId) && !expectedBefore.has(jobId) && firstHeard(jobId))) announce(conversationId);
+    if (!jobId || (!expected.has(jobId) && firstHeard(jobId))) announce(conversationId);
   });
   pump();
 
@@ -243,7 +239,7 @@ export async function startTurnWorkers(
       expected.add(jobId);
     },
     announce(conversationId, jobId, data) {
-      const wasExpected = expected.delete(jobId) || expectedBefore.delete(jobId);
+      const wasExpected = expected.delete(jobId);
       // Its notification, were it to come now, is not news.
       if (wasExpected) heard.add(jobId);
       else if (!firstHeard(jobId)) return;
@@ -271,6 +267,21 @@ export async function startTurnWorkers(
       // A turn that did not let go (a tool that ignores its signal): its job goes back now rather than when its
       // heartbeat runs out; a completion it writes later no longer counts (the attempt is fenced).
       await giveBack([...running.values()].map((h) => h.job), 'stopped');
+    },
+  };
+}
+
+/** A set whose entries are forgotten after two calls of `age` (two generations). */
+function fading() {
+  let now = new Set<string>();
+  let before = new Set<string>();
+  return {
+    add: (item: string) => void now.add(item),
+    has: (item: string) => now.has(item) || before.has(item),
+    delete: (item: string) => now.delete(item) || before.delete(item),
+    age() {
+      before = now;
+      now = new Set();
     },
   };
 }

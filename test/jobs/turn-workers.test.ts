@@ -179,7 +179,7 @@ describe('turn workers', () => {
     await new Promise((r) => setTimeout(r, 400));
     expect(started[0].job.signal?.aborted).toBe(false);
     await db.database.sql`update pgboss.job set state = 'active', started_on = now(), heartbeat_on = now() - interval '1 minute' where id = ${id}::uuid`;
-    started[0].job.claim!.claimed();
+    started[0].job.claim!.taken = true;
     await until(async () => new Date((await state(id)).heartbeat_on).getTime() > Date.now() - 30_000, 3000);
     expect(started[0].job.signal?.aborted).toBe(false);
     started[0].end();
