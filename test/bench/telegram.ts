@@ -1,7 +1,7 @@
 // Telegram end to end: an update posted by the Bot API emulator → the persona's reply received by the emulator,
 // fake LLM answering at once; beside it, a bare grammY bot echoing on the same emulator (the floor). Parlor runs as
-// a real `parlor start` process and the floor as a process of its own, both receiving by webhook (the emulator's
-// getUpdates returns at once, which would measure a polling sleep). Prints, for a burst (BENCH_CHATS chats sending
+// a real `parlor start` process and the floor as a process of its own, both receiving by webhook through the same
+// forwarder (the emulator's getUpdates returns at once, which would measure a polling sleep). Prints, for a burst (BENCH_CHATS chats sending
 // BENCH_PER_CHAT DMs each, every chat waiting for its reply) and for isolated DMs (one in flight), the latency
 // beside the floor's, and where Parlor's time goes per DM: its CPU, Postgres's CPU, the statements and writing
 // transactions Postgres saw, and a CPU profile by package. Prints figures; asserts nothing.
@@ -40,6 +40,8 @@ const CHATS = Number(process.env.BENCH_CHATS ?? 100);
 const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 3);
 const ISOLATED = Number(process.env.BENCH_ISOLATED ?? 100);
 const PROFILE = process.env.BENCH_PROFILE !== '0';
+/** Where the forwarder takes the floor's updates (Parlor's keep their own path). */
+const ECHO_PATH = '/floor';
 const PARLOR_TOKEN = '111:parlor';
 const ECHO_TOKEN = '222:echo';
 const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -128,10 +130,12 @@ async function main() {
     waiting.get(key)?.();
     waiting.delete(key);
   });
-  // The emulator keeps every message for `storeTimeout` seconds: keep its lists short between runs.
+  // The emulator keeps every message for `storeTimeout` seconds, and the fake model every request it had: keep their
+  // lists short between runs (a growing heap in this process would tax only the runs that use the model).
   const forget = () => {
     emulator.storage.botMessages.length = 0;
     emulator.storage.userMessages.length = 0;
+    fake.requests.length = 0;
   };
 
   // When each DM's model request reached the fake model, by chat: splits the latency of an isolated DM in two.
@@ -144,18 +148,21 @@ async function main() {
   });
 
   // The emulator sends no secret header, and hands concurrent updates the same update_id (it increments after the
-  // webhook answers), so a small forwarder adds the header and numbers updates uniquely, as Telegram does.
+  // webhook answers), so a small forwarder adds the header and numbers updates uniquely, as Telegram does. The floor's
+  // updates take the same way (under ECHO_PATH), so both pay the same transport.
   let nextUpdateId = 1;
   const parlorPort = await freePort();
+  let echoPort = 0;
   const forwarder = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const body = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.concat(chunks).toString()), update_id: nextUpdateId++ }));
+    const toEcho = req.url === ECHO_PATH;
     const out = request(
       {
         host: '127.0.0.1',
-        port: parlorPort,
-        path: req.url,
+        port: toEcho ? echoPort : parlorPort,
+        path: toEcho ? '/' : req.url,
         method: 'POST',
         headers: { 'content-type': 'application/json', 'content-length': body.length, 'x-telegram-bot-api-secret-token': webhookSecret(PARLOR_TOKEN) },
       },
@@ -199,8 +206,8 @@ async function main() {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   onFailure.unshift(() => stopChild(echo));
-  const echoPort = await new Promise<number>((resolve) => echo.once('message', (m) => resolve((m as { port: number }).port)));
-  emulator.setWebhook({ url: `http://127.0.0.1:${echoPort}` } as never, ECHO_TOKEN);
+  echoPort = await new Promise<number>((resolve) => echo.once('message', (m) => resolve((m as { port: number }).port)));
+  emulator.setWebhook({ url: `http://127.0.0.1:${forwarderPort}${ECHO_PATH}` } as never, ECHO_TOKEN);
 
   /** Each chat sends `perChat` DMs, each after the reply to the one before. */
   async function burst(token: string, label: string, chats = CHATS, perChat = PER_CHAT): Promise<Figures> {

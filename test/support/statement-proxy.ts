@@ -9,6 +9,11 @@ export interface StatementProxy {
   url: string;
   /** Every statement executed through the proxy so far, oldest first. */
   executed: string[];
+  /**
+   * The same statements by round trip: those a connection sent before the server answered it, together (a
+   * transaction sent whole with its BEGIN and COMMIT is one trip).
+   */
+  trips: string[][];
   close(): Promise<void>;
 }
 
@@ -56,16 +61,26 @@ function frontendReader(onStatement: (text: string) => void) {
 export async function startStatementProxy(serverUrl: string): Promise<StatementProxy> {
   const target = new URL(serverUrl);
   const executed: string[] = [];
+  const trips: string[][] = [];
   const sockets = new Set<Socket>();
   const server: Server = createServer((inbound) => {
     const outbound = createConnection({ host: target.hostname, port: Number(target.port) });
     sockets.add(inbound).add(outbound);
-    const read = frontendReader((text) => executed.push(text.replace(/\s+/g, ' ').trim()));
+    let trip: string[] | undefined;
+    const read = frontendReader((text) => {
+      const statement = text.replace(/\s+/g, ' ').trim();
+      executed.push(statement);
+      if (!trip) trips.push((trip = []));
+      trip.push(statement);
+    });
     inbound.on('data', (chunk: Buffer) => {
       read(chunk);
       outbound.write(chunk);
     });
-    outbound.on('data', (chunk: Buffer) => inbound.write(chunk));
+    outbound.on('data', (chunk: Buffer) => {
+      trip = undefined;
+      inbound.write(chunk);
+    });
     for (const [a, b] of [[inbound, outbound], [outbound, inbound]]) {
       a.on('close', () => b.destroy());
       a.on('error', () => {});
@@ -78,6 +93,7 @@ export async function startStatementProxy(serverUrl: string): Promise<StatementP
   return {
     url: url.toString(),
     executed,
+    trips,
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));
