@@ -1,13 +1,12 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
 import type { Database } from '#src/db/client.ts';
-import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
-import { claimArrivedMessages, insertMessage, turnSenders, type HistoryRead } from '#src/db/messages.ts';
-import { outboundForTurn, TurnGone } from '#src/db/outbound-messages.ts';
-import { claimTurnOfJob, finishTurn, insertTurn, isTurnCancelRequested, startUserTurn } from '#src/db/turns.ts';
+import { claimArrivedMessages, insertMessage, turnSenders } from '#src/db/messages.ts';
+import { TurnGone } from '#src/db/outbound-messages.ts';
+import { finishTurn, isTurnCancelRequested } from '#src/db/turns.ts';
 import type { ChatMessage, ModelClient } from '#src/llm/types.ts';
 import type { Questions } from '#src/questions/service.ts';
 import type { ToolCatalog } from '#src/tools/catalog.ts';
@@ -15,19 +14,22 @@ import type { ToolRunner } from '#src/tools/runner.ts';
 import type { SchedulingApi } from '#src/tools/types.ts';
 import type { Delivery } from './delivery.ts';
 import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from './history.ts';
-import { historyReadLimit, type SummaryRequest } from './history-window.ts';
-import { backgroundPrompt, cronName, loadTurnHistory } from './turn-setup.ts';
+import type { SummaryRequest } from './history-window.ts';
+import { cronName, loadTurnHistory } from './turn-setup.ts';
 import { runAgentLoop, type LoopResult } from './loop.ts';
 import type { ReplyStream } from './reply-stream.ts';
-import { createTurnOutput, draftOf } from './turn-output.ts';
+import { createTurnOutput } from './turn-output.ts';
 import { answeredBeforeCrash, rerunInterruptedCalls } from './resume.ts';
 import { stripInternalText } from './visible-text.ts';
+import { createTurnStart, JobNotClaimed, type StartedTurn, type TurnJob } from './turn-start.ts';
 import { turnToolContext } from './turn-context.ts';
 import { buildSystemPrompt } from './prompt.ts';
-import { answersInText, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
+import { answersInText, type Origin, type TurnKind } from '#src/turns.ts';
 import type { Subagents } from '#src/subagents/service.ts';
 import type { PersonaMail } from '#src/subagents/persona-mail.ts';
 import type { UserModelEntry } from '#src/memory/store.ts';
+
+export { JobNotClaimed, type TurnJob } from './turn-start.ts';
 
 export interface TurnRunnerDeps {
   database: Database;
@@ -63,44 +65,6 @@ export interface TurnRunnerDeps {
   summaries?: SummaryRequest;
   /** How long a turn runs before "typing…" is shown (default 250 ms). */
   typingAfterMs?: number;
-}
-
-export interface TurnJob {
-  id: string;
-  data: TurnJobData;
-  /** 0 on the first delivery; more when the job is retried (after a crash or a shutdown). */
-  retryCount?: number;
-  signal?: AbortSignal;
-  /**
-   * Not fetched from the queue: this process stored it a moment ago, and the turn's start takes it from the queue in
-   * its own statement (one round trip fewer). `taken` turns true once it is this process's; when it cannot be taken
-   * (another process has it, or it is not its conversation's next), run() rejects with JobNotClaimed and nothing ran.
-   */
-  claim?: { taken: boolean };
-}
-
-/** A job run with `claim` that the turn's start could not take from the queue: nothing was written. */
-export class JobNotClaimed extends Error {
-  override name = 'JobNotClaimed';
-}
-
-interface ConversationState {
-  historyAfterId: number;
-  thinking: boolean;
-  activeTools: string[];
-}
-
-interface StartedTurn {
-  turnId: string;
-  replyTo?: string;
-  conversation: ConversationState;
-  resumed: boolean;
-  /** Whether the messages it read first may carry files still being fetched (it waits for them before it reads). */
-  files: boolean;
-  /** The history, read as the turn began (a turn waiting for files reads it again once they are in). */
-  history?: HistoryRead;
-  /** The model of the person it acts for, read as it began (`begin`'s `userModelOf`). */
-  userModel?: UserModelEntry[];
 }
 
 /** What a turn said that is stored as it is delivered: its answer, held until conclude writes it. */
@@ -147,90 +111,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
   const { replyStreamFor, conclude, deliverTo, warnPrimary, startTyping } = createTurnOutput(deps);
-
-  /** `again`: the job ran before (redelivered, or run again after the database was away), so it may have a turn. */
-  async function begin(job: TurnJob, persona: Persona, again: boolean, userModelOf?: string): Promise<StartedTurn | undefined> {
-    const { data } = job;
-    // Claimed by this process: were it to die, another gives the job back to the queue at once (see maintenance).
-    const session = deps.database.applicationName;
-    const existing = again ? await claimTurnOfJob(db, job.id, session) : undefined;
-    if (existing) {
-      // A job its start was to take, found begun: taken by an earlier run of it here.
-      if (job.claim) job.claim.taken = true;
-      if (existing.status !== 'running') return undefined;
-      // The job was redelivered after a crash. A reply in the ledger means the loop had finished: only its delivery
-      // may be unfinished (sent, queued, or cut off before the platform answered), and the ledger settles that.
-      const reply = (await outboundForTurn(db, existing.id)).find((r) => r.dedupeKey === `turn:${existing.id}:reply`);
-      if (reply) {
-        const delivered = await deps.delivery.deliver(draftOf(reply));
-        await finishTurn(bookkeeping, existing.id, {
-          status: 'ok',
-          inputTokens: existing.inputTokens,
-          outputTokens: existing.outputTokens,
-          cacheReadTokens: existing.cacheReadTokens,
-          cacheWriteTokens: existing.cacheWriteTokens,
-          modelCalls: existing.modelCalls,
-          summary: 'completed before a restart',
-          error: delivered.status === 'failed' ? `reply not delivered: ${delivered.error}` : undefined,
-        });
-        return undefined;
-      }
-      deps.log.info({ conversation: data.conversationId, turn: existing.id }, 'resuming an interrupted turn');
-      const conversation = await getConversation(db, data.conversationId);
-      return {
-        turnId: existing.id,
-        replyTo: data.origin?.chatType === 'group' ? data.origin.messageId : undefined,
-        conversation: { historyAfterId: conversation?.historyAfterId ?? 0, thinking: conversation?.thinking ?? false, activeTools: conversation?.activeTools ?? [] },
-        resumed: true,
-        files: data.kind === 'user',
-      };
-    }
-    const turnId = randomUUID();
-    if (job.claim && data.kind !== 'user') throw new JobNotClaimed(`a ${data.kind} turn's job is fetched from its queue`);
-    if (data.kind === 'user') {
-      const { jobClaimed, conversation, claimed, history, userModel } = await startUserTurn(
-        bookkeeping,
-        {
-          id: turnId,
-          conversationId: data.conversationId,
-          persona: persona.name,
-          connector: data.origin?.connector,
-          chat: data.origin?.chat,
-          thread: data.origin?.thread,
-          jobId: job.id,
-          claimedBy: session,
-          origin: data.origin,
-        },
-        // Taken once is enough: a rerun whose start the database lost runs on, and the message's claim keeps it from
-        // being answered twice should the job be handed out again meanwhile.
-        { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET), userModelOf, claimJob: !!job.claim && !job.claim.taken },
-      );
-      if (jobClaimed === false) throw new JobNotClaimed(`job ${job.id} was not taken`);
-      if (job.claim) job.claim.taken = true;
-      // Nothing waiting: an earlier turn already read this message mid-run.
-      if (claimed.length === 0) return undefined;
-      // In a group the answer quotes the message it answers; in a DM it needs no quote.
-      const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
-      const files = claimed.some(({ message }) => message.role === 'user' && !!message.attachments?.length);
-      return { turnId, replyTo, conversation, resumed: false, files, userModel, ...(files ? {} : { history }) };
-    }
-    return bookkeeping.transaction(async (tx): Promise<StartedTurn> => {
-      const conversation = await ensureConversation(tx, {
-        id: data.conversationId,
-        persona: persona.name,
-        connector: data.origin?.connector,
-        chat: data.origin?.chat,
-        thread: data.origin?.thread,
-      });
-      await insertTurn(tx, { id: turnId, conversationId: data.conversationId, kind: data.kind, jobId: job.id, claimedBy: session, origin: data.origin });
-      await insertMessage(tx, {
-        conversationId: data.conversationId,
-        turnId,
-        message: { role: 'user', content: backgroundPrompt(data.kind, data.prompt) },
-      });
-      return { turnId, conversation, resumed: false, files: false };
-    });
-  }
+  const begin = createTurnStart(deps);
 
   async function run(job: TurnJob): Promise<void> {
     const { data } = job;

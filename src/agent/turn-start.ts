@@ -1,0 +1,147 @@
+// The start of a turn: its job's turn begun (a user turn's messages claimed in one statement, a background turn's
+// prompt written), or, for a job run again, the turn it had found and resumed, or settled when it had answered.
+import { randomUUID } from 'node:crypto';
+import type { Persona } from '#src/config/persona.ts';
+import { getConversation, ensureConversation } from '#src/db/conversations.ts';
+import { insertMessage, type HistoryRead } from '#src/db/messages.ts';
+import { outboundForTurn } from '#src/db/outbound-messages.ts';
+import { claimTurnOfJob, finishTurn, insertTurn, startUserTurn } from '#src/db/turns.ts';
+import type { UserModelEntry } from '#src/memory/store.ts';
+import type { TurnJobData } from '#src/turns.ts';
+import { DEFAULT_HISTORY_BUDGET } from './history.ts';
+import { historyReadLimit } from './history-window.ts';
+import { draftOf } from './turn-output.ts';
+import type { TurnRunnerDeps } from './turn-runner.ts';
+import { backgroundPrompt } from './turn-setup.ts';
+
+export interface TurnJob {
+  id: string;
+  data: TurnJobData;
+  /** 0 on the first delivery; more when the job is retried (after a crash or a shutdown). */
+  retryCount?: number;
+  signal?: AbortSignal;
+  /**
+   * Not fetched from the queue: this process stored it a moment ago, and the turn's start takes it from the queue in
+   * its own statement (one round trip fewer). `taken` turns true once it is this process's; when it cannot be taken
+   * (another process has it, or it is not its conversation's next), run() rejects with JobNotClaimed and nothing ran.
+   */
+  claim?: { taken: boolean };
+}
+
+/** A job run with `claim` that the turn's start could not take from the queue: nothing was written. */
+export class JobNotClaimed extends Error {
+  override name = 'JobNotClaimed';
+}
+
+export interface ConversationState {
+  historyAfterId: number;
+  thinking: boolean;
+  activeTools: string[];
+}
+
+export interface StartedTurn {
+  turnId: string;
+  replyTo?: string;
+  conversation: ConversationState;
+  resumed: boolean;
+  /** Whether the messages it read first may carry files still being fetched (it waits for them before it reads). */
+  files: boolean;
+  /** The history, read as the turn began (a turn waiting for files reads it again once they are in). */
+  history?: HistoryRead;
+  /** The model of the person it acts for, read as it began (`begin`'s `userModelOf`). */
+  userModel?: UserModelEntry[];
+}
+
+/**
+ * Begins the turn of `job`: `begin(job, persona, again, userModelOf)` resolves with the turn to run, or undefined when
+ * there is nothing to run (nothing waiting, or a turn run before that has ended or only had its reply to deliver).
+ */
+export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'delivery' | 'log' | 'history'>) {
+  const { db } = deps.database;
+  // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
+  const bookkeeping = deps.database.bookkeeping;
+
+  /** `again`: the job ran before (redelivered, or run again after the database was away), so it may have a turn. */
+  return async function begin(job: TurnJob, persona: Persona, again: boolean, userModelOf?: string): Promise<StartedTurn | undefined> {
+    const { data } = job;
+    // Claimed by this process: were it to die, another gives the job back to the queue at once (see maintenance).
+    const session = deps.database.applicationName;
+    const existing = again ? await claimTurnOfJob(db, job.id, session) : undefined;
+    if (existing) {
+      // A job its start was to take, found begun: taken by an earlier run of it here.
+      if (job.claim) job.claim.taken = true;
+      if (existing.status !== 'running') return undefined;
+      // The job was redelivered after a crash. A reply in the ledger means the loop had finished: only its delivery
+      // may be unfinished (sent, queued, or cut off before the platform answered), and the ledger settles that.
+      const reply = (await outboundForTurn(db, existing.id)).find((r) => r.dedupeKey === `turn:${existing.id}:reply`);
+      if (reply) {
+        const delivered = await deps.delivery.deliver(draftOf(reply));
+        await finishTurn(bookkeeping, existing.id, {
+          status: 'ok',
+          inputTokens: existing.inputTokens,
+          outputTokens: existing.outputTokens,
+          cacheReadTokens: existing.cacheReadTokens,
+          cacheWriteTokens: existing.cacheWriteTokens,
+          modelCalls: existing.modelCalls,
+          summary: 'completed before a restart',
+          error: delivered.status === 'failed' ? `reply not delivered: ${delivered.error}` : undefined,
+        });
+        return undefined;
+      }
+      deps.log.info({ conversation: data.conversationId, turn: existing.id }, 'resuming an interrupted turn');
+      const conversation = await getConversation(db, data.conversationId);
+      return {
+        turnId: existing.id,
+        replyTo: data.origin?.chatType === 'group' ? data.origin.messageId : undefined,
+        conversation: { historyAfterId: conversation?.historyAfterId ?? 0, thinking: conversation?.thinking ?? false, activeTools: conversation?.activeTools ?? [] },
+        resumed: true,
+        files: data.kind === 'user',
+      };
+    }
+    const turnId = randomUUID();
+    if (job.claim && data.kind !== 'user') throw new JobNotClaimed(`a ${data.kind} turn's job is fetched from its queue`);
+    if (data.kind === 'user') {
+      const { jobClaimed, conversation, claimed, history, userModel } = await startUserTurn(
+        bookkeeping,
+        {
+          id: turnId,
+          conversationId: data.conversationId,
+          persona: persona.name,
+          connector: data.origin?.connector,
+          chat: data.origin?.chat,
+          thread: data.origin?.thread,
+          jobId: job.id,
+          claimedBy: session,
+          origin: data.origin,
+        },
+        // Taken once is enough: a rerun whose start the database lost runs on, and the message's claim keeps it from
+        // being answered twice should the job be handed out again meanwhile.
+        { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET), userModelOf, claimJob: !!job.claim && !job.claim.taken },
+      );
+      if (jobClaimed === false) throw new JobNotClaimed(`job ${job.id} was not taken`);
+      if (job.claim) job.claim.taken = true;
+      // Nothing waiting: an earlier turn already read this message mid-run.
+      if (claimed.length === 0) return undefined;
+      // In a group the answer quotes the message it answers; in a DM it needs no quote.
+      const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
+      const files = claimed.some(({ message }) => message.role === 'user' && !!message.attachments?.length);
+      return { turnId, replyTo, conversation, resumed: false, files, userModel, ...(files ? {} : { history }) };
+    }
+    return bookkeeping.transaction(async (tx): Promise<StartedTurn> => {
+      const conversation = await ensureConversation(tx, {
+        id: data.conversationId,
+        persona: persona.name,
+        connector: data.origin?.connector,
+        chat: data.origin?.chat,
+        thread: data.origin?.thread,
+      });
+      await insertTurn(tx, { id: turnId, conversationId: data.conversationId, kind: data.kind, jobId: job.id, claimedBy: session, origin: data.origin });
+      await insertMessage(tx, {
+        conversationId: data.conversationId,
+        turnId,
+        message: { role: 'user', content: backgroundPrompt(data.kind, data.prompt) },
+      });
+      return { turnId, conversation, resumed: false, files: false };
+    });
+  }
+}
