@@ -21,7 +21,7 @@ import { createCommandHandler, type CommandHandler } from '#src/ingress/control.
 import { createSubagents } from '#src/subagents/service.ts';
 import { createPersonaMail } from '#src/subagents/persona-mail.ts';
 import { awaitAttachmentDownloads } from '#src/ingress/downloads.ts';
-import { createHeldEvents } from '#src/ingress/held-events.ts';
+import { createHeldEvents, HELD_REPLAY } from '#src/ingress/held-events.ts';
 import { createIngress } from '#src/ingress/pipeline.ts';
 import { createModelClient, modelEndpoint, withModelRetries } from '#src/llm/index.ts';
 import type { ModelClient } from '#src/llm/types.ts';
@@ -74,6 +74,8 @@ export interface AppOptions {
   outboxSweepMs?: number;
   /** How long a turn runs before "typing…" is shown (tests). */
   typingAfterMs?: number;
+  /** How often events kept on disk are looked for while running, and how old they must be to be tried (tests). */
+  heldEventsReplay?: { everyMs: number; olderThanMs: number };
   questionSweepMs?: number;
   /** How often a waiting ask_persona looks for its reply besides the notification (tests). */
   personaAskRecheckMs?: number;
@@ -360,8 +362,21 @@ export async function startApp(options: AppOptions): Promise<App> {
       cleanups.push(() => connector.stop());
       log.info({ connector: connector.id }, 'connector started');
     }
-    // What a connector acknowledged before a process here, now gone, could store it.
-    await held.replay((event) => ingress.handle(event)).catch((err: unknown) => log.error({ err }, 'events kept on disk could not be read'));
+    // What a connector acknowledged before a process here, now gone, could store it; then, while running, what its
+    // keeper gave up on (the database away for longer than its tries).
+    const replayHeld = (olderThanMs?: number) =>
+      held.replay((event) => ingress.handle(event), { olderThanMs }).catch((err: unknown) => log.error({ err }, 'events kept on disk could not be read'));
+    await replayHeld();
+    const heldReplay = options.heldEventsReplay ?? HELD_REPLAY;
+    let replaying: Promise<unknown> | undefined;
+    const heldTimer = setInterval(() => {
+      replaying ??= replayHeld(heldReplay.olderThanMs).finally(() => (replaying = undefined));
+    }, heldReplay.everyMs);
+    heldTimer.unref();
+    cleanups.push(async () => {
+      clearInterval(heldTimer);
+      await replaying;
+    });
     // Stopping runs in reverse: turns finish (or are released) first, while connectors can still send.
     if (workers) {
       cleanups.push(async () => {

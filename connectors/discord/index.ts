@@ -13,7 +13,7 @@ import {
   type User,
 } from 'discord.js';
 import type { Logger } from 'pino';
-import { PlatformError, type Connector, type ConnectorStatus, type InboundEvent, type InboundHandler } from '#src/connector.ts';
+import { PlatformError, type Connector, type ConnectorStatus, type EventKeeper, type InboundEvent, type InboundHandler } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { exclusiveReceiver } from '../shared/exclusive.ts';
 import { keepConnecting as reconnect } from '../shared/reconnect.ts';
@@ -53,7 +53,8 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
   let state: ConnectorStatus = { state: 'starting' };
   let starting: Promise<void> | undefined;
   const stopper = new AbortController();
-  const queue = storeInOrder({ log, signal: stopper.signal });
+  let keeper: EventKeeper | undefined;
+  const queue = storeInOrder({ log, signal: stopper.signal, keep: async (event) => keeper?.keep(event) });
   /** Channel ids seen in events: a send to one of them needs no lookup. */
   const channels = new Set<string>();
 
@@ -207,8 +208,9 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       ackDeadlineMs: 3000,
     },
 
-    async start(onInbound) {
+    async start(onInbound, eventKeeper) {
       handler = onInbound;
+      keeper = eventKeeper;
       try {
         await connect();
       } catch (err) {

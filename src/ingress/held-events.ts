@@ -1,19 +1,29 @@
 // Events a connector acknowledged before the core could store them (Slack's 3 s deadline passed while Postgres was
-// away), kept on this machine's disk until they are: a platform that has its acknowledgement never sends the event
-// again, so a process killed meanwhile would otherwise lose it. Each is a file of its own, written whole and synced
-// before the acknowledgement goes; the next start stores what is left (the ingress dedupe keeps each event once).
+// away; a Discord gateway event, which is never sent again, that could not be stored at once), kept on this machine's
+// disk until they are: a process killed meanwhile would otherwise lose them. Each is a file of its own, written whole
+// and synced before the acknowledgement goes; what is left is stored at the next start, and by a running process once
+// its own tries have given up (the ingress dedupe keeps each event once).
 import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import type { EventKeeper, InboundEvent, InboundHandler } from '#src/connector.ts';
 
+/**
+ * While a process runs, held events are looked for this often, and tried once they are older than their keepers'
+ * own tries last (ten minutes, see connectors/shared/ack.ts and connectors/discord/store.ts).
+ */
+export const HELD_REPLAY = { everyMs: 60_000, olderThanMs: 11 * 60_000 };
+
 /** A partial file older than this was left by a write that never finished. */
 const PARTIAL_AGE_MS = 60_000;
 
 export interface HeldEvents extends EventKeeper {
-  /** Hands every held event to `handle`, dropping each it stored (or found unreadable); what fails stays for the next try. */
-  replay(handle: InboundHandler): Promise<{ stored: number; left: number }>;
+  /**
+   * Hands every held event to `handle`, dropping each it stored (or found unreadable); what fails stays for the next
+   * try. With `olderThanMs`, only events kept at least that long ago (younger ones are still being tried by their keeper).
+   */
+  replay(handle: InboundHandler, options?: { olderThanMs?: number }): Promise<{ stored: number; left: number }>;
 }
 
 /** The file of one event: the same for every delivery of it, so a redelivery held again replaces it. */
@@ -53,7 +63,7 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
       };
     },
 
-    async replay(handle) {
+    async replay(handle, { olderThanMs = 0 } = {}) {
       const names = await fs.readdir(directory).catch((err: NodeJS.ErrnoException) => {
         if (err.code === 'ENOENT') return [] as string[];
         throw err;
@@ -62,6 +72,10 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
       let left = 0;
       for (const name of names.filter((n) => n.endsWith('.json'))) {
         const file = path.join(directory, name);
+        if (olderThanMs > 0) {
+          const stat = await fs.stat(file).catch(() => undefined);
+          if (!stat || Date.now() - stat.mtimeMs < olderThanMs) continue;
+        }
         let event: InboundEvent;
         try {
           event = (JSON.parse(await fs.readFile(file, 'utf8')) as { event: InboundEvent }).event;
@@ -89,7 +103,7 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
         const stat = await fs.stat(file).catch(() => undefined);
         if (stat && Date.now() - stat.mtimeMs > PARTIAL_AGE_MS) await fs.rm(file, { force: true });
       }
-      if (left) log.warn({ stored, left }, 'some events kept on disk could not be stored; they are tried again at the next start');
+      if (left) log.warn({ stored, left }, 'some events kept on disk could not be stored; they are tried again later');
       return { stored, left };
     },
   };

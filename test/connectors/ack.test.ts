@@ -1,9 +1,13 @@
 // Acknowledging by the platform's deadline, whatever the core is doing (connectors/shared/ack.ts).
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { acknowledgeBy } from '../../connectors/shared/ack.ts';
 import { storeInOrder } from '../../connectors/discord/store.ts';
 import type { InboundEvent } from '../../src/connector.ts';
+import { createHeldEvents } from '../../src/ingress/held-events.ts';
 import type { IngressResult } from '../../src/connector.ts';
 
 const log = pino({ level: 'silent' });
@@ -147,5 +151,50 @@ describe('storeInOrder (Discord gateway events)', () => {
     await store.drain(3000);
     expect(stored).toEqual(['e1', 'e2']);
     expect(attempts).toBe(2);
+  });
+  it('an event stored at once is never kept on disk', async () => {
+    const kept: string[] = [];
+    const store = storeInOrder({ log, signal: new AbortController().signal, keep: async (e) => (kept.push(e.externalId), async () => {}) });
+    store.add('c1', async () => event, () => Promise.resolve({ status: 'queued' } as IngressResult));
+    await store.drain(3000);
+    expect(kept).toEqual([]);
+  });
+
+  it('an event the core could not store at once is kept on disk while it is tried again, and dropped from it once stored', async () => {
+    const directory = path.join(await fs.mkdtemp(path.join(os.tmpdir(), 'held-discord-')), 'held-events');
+    const held = createHeldEvents({ directory, log });
+    let attempts = 0;
+    let onDiskDuringRetry: string[] = [];
+    const store = storeInOrder({ log, signal: new AbortController().signal, firstRetryMs: 50, keep: (e) => held.keep(e) });
+    store.add('c1', async () => event, async () => {
+      attempts++;
+      if (attempts === 1) throw new Error('database unavailable');
+      onDiskDuringRetry = await fs.readdir(directory);
+      return { status: 'queued' } as IngressResult;
+    });
+    await store.drain(3000);
+    expect(attempts).toBe(2);
+    expect(onDiskDuringRetry).toHaveLength(1);
+    expect(await fs.readdir(directory)).toEqual([]);
+    await fs.rm(path.dirname(directory), { recursive: true, force: true });
+  });
+
+  it('an event given up on (or left as the process stops) stays on disk for a later replay', async () => {
+    const directory = path.join(await fs.mkdtemp(path.join(os.tmpdir(), 'held-discord-')), 'held-events');
+    const held = createHeldEvents({ directory, log });
+    const stopping = new AbortController();
+    const store = storeInOrder({ log, signal: stopping.signal, firstRetryMs: 20, retryForMs: 150, stallMs: 100, keep: (e) => held.keep(e) });
+    store.add('c1', async () => event, () => Promise.reject(new Error('database unavailable')));
+    store.add('c2', async () => ({ ...event, externalId: 'e2' }), () => new Promise<IngressResult>(() => {}));
+    await sleep(300);
+    stopping.abort();
+    await store.drain(3000);
+    // e1 failed until its tries gave up; e2's store never finished before the process stopped.
+    expect(await fs.readdir(directory)).toHaveLength(2);
+    // The next start (or a running process's replay) stores them.
+    const replayed: string[] = [];
+    expect(await held.replay(async (e) => (replayed.push(e.externalId), { status: 'queued' }))).toEqual({ stored: 2, left: 0 });
+    expect(replayed.sort()).toEqual(['e1', 'e2']);
+    await fs.rm(path.dirname(directory), { recursive: true, force: true });
   });
 });

@@ -2,6 +2,9 @@
 // resumed with nothing lost or doubled, a restart, and what start-up and doctor say when Discord refuses the token
 // or the Message Content intent.
 import { Client, Events, GatewayIntentBits, type Message } from 'discord.js';
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { discordEntry } from '../../connectors/discord/entry.ts';
@@ -9,6 +12,7 @@ import { createDiscordConnector } from '../../connectors/discord/index.ts';
 import { MESSAGE_CONTENT_REFUSED } from '../../connectors/discord/intents.ts';
 import { ConfigError } from '../../src/config/errors.ts';
 import type { InboundEvent } from '../../src/connector.ts';
+import { createHeldEvents } from '../../src/ingress/held-events.ts';
 import { Intent, startFakeDiscord, type GatewayFrame } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
 import { startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
@@ -122,6 +126,32 @@ describe('Discord gateway', () => {
     expect(h.fake.sessions().map((s) => s.id)).toEqual([session.id]);
     h.fake.sendDm({ from: 'bo', content: 'still there?' });
     await until(() => botTexts(h.fake.dmChannel('bo')).includes('echo: still there?'), 'the answer after the reconnect');
+  });
+});
+
+describe('a Discord event the core cannot store at once', () => {
+  it('is kept on disk while it is tried again (Discord never sends it again), and dropped from there once stored', async () => {
+    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
+    const directory = path.join(await fs.mkdtemp(path.join(os.tmpdir(), 'discord-held-')), 'held-events');
+    const held = createHeldEvents({ directory, log: silent });
+    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log: silent });
+    const tries: { text?: string; onDisk: number }[] = [];
+    try {
+      await connector.start(async (event) => {
+        tries.push({ text: event.text, onDisk: (await fs.readdir(directory).catch(() => [])).length });
+        if (tries.length === 1) throw new Error('the database is away');
+        return { status: 'queued' };
+      }, held);
+      fake.sendDm({ from: 'cara', content: 'kept, then stored' });
+      await until(() => tries.length === 2, 'the second try');
+      // The first try failed before anything was kept; the second ran with the event on disk.
+      expect(tries).toEqual([{ text: 'kept, then stored', onDisk: 0 }, { text: 'kept, then stored', onDisk: 1 }]);
+      await until(async () => (await fs.readdir(directory)).length === 0, 'the kept event dropped');
+    } finally {
+      await connector.stop();
+      await fake.close();
+      await fs.rm(path.dirname(directory), { recursive: true, force: true });
+    }
   });
 });
 

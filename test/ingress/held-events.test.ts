@@ -1,4 +1,5 @@
 // Events kept on disk between a platform's acknowledgement and the core storing them (src/ingress/held-events.ts).
+import { createHash } from 'node:crypto';
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,6 +19,9 @@ const event = (externalId: string, text = 'hello'): InboundEvent => ({
   sender: { id: 'U0ANA', name: 'Ana' },
   text,
 });
+
+/** The part of a kept event's file name that comes from its id (see held-events.ts). */
+const fileOf = (externalId: string) => createHash('sha256').update(`slack\0${externalId}`).digest('hex').slice(0, 32);
 
 beforeEach(async () => {
   directory = path.join(await fs.mkdtemp(path.join(os.tmpdir(), 'held-')), 'held-events');
@@ -65,6 +69,22 @@ describe('held events', () => {
     expect(await next.replay(async (e) => (again.push(e), { status: 'duplicate' }))).toEqual({ stored: 1, left: 0 });
     expect(again).toEqual([event('Ev2', 'two')]);
     expect(await fs.readdir(directory)).toEqual([]);
+  });
+
+  it('replay with an age leaves the events kept more recently to their keeper', async () => {
+    const held = createHeldEvents({ directory, log });
+    await held.keep(event('Old', 'old'));
+    await held.keep(event('New', 'new'));
+    const [oldFile] = (await fs.readdir(directory)).filter((n) => n.includes(fileOf('Old')));
+    const tenMinutesAgo = new Date(Date.now() - 10 * 60_000);
+    await fs.utimes(path.join(directory, oldFile), tenMinutesAgo, tenMinutesAgo);
+    const seen: string[] = [];
+    expect(await held.replay(async (e) => (seen.push(e.text), { status: 'queued' }), { olderThanMs: 5 * 60_000 })).toEqual({ stored: 1, left: 0 });
+    expect(seen).toEqual(['old']);
+    expect(await fs.readdir(directory)).toHaveLength(1);
+    // Without an age (a start), every one.
+    expect(await held.replay(async (e) => (seen.push(e.text), { status: 'queued' }))).toEqual({ stored: 1, left: 0 });
+    expect(seen).toEqual(['old', 'new']);
   });
 
   it('with nothing kept, replay finds nothing (and no folder is made)', async () => {
