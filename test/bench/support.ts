@@ -2,6 +2,7 @@
 // their own) and percentiles.
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -56,12 +57,17 @@ export async function createBenchDatabase(options: { statements?: boolean } = {}
       .catch(() => false)
       .finally(() => bench.end());
   }
+  // BENCH_DB_DELAY_MS: Parlor reaches the server through a proxy that holds everything it passes for that long each
+  // way, as a database on another machine would (the bench's own connections go direct).
+  const delayMs = Number(process.env.BENCH_DB_DELAY_MS ?? 0);
+  const delayed = delayMs > 0 ? await startDelayProxy(url, delayMs) : undefined;
   return {
     url,
-    parlorUrl: embedded && process.env.BENCH_TCP !== '1' ? urlOfDatabase(embedded.localUrl, name) : url,
+    parlorUrl: delayed?.url ?? (embedded && process.env.BENCH_TCP !== '1' ? urlOfDatabase(embedded.localUrl, name) : url),
     dataDir: embedded?.dataDir,
     statements,
     async drop() {
+      await delayed?.close();
       await admin.unsafe(`drop database ${name} with (force)`);
       await admin.end();
       await embedded?.release();
@@ -72,4 +78,36 @@ export async function createBenchDatabase(options: { statements?: boolean } = {}
 
 export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+/** A TCP pass-through to `serverUrl` that delivers each chunk `delayMs` later, in order, both ways. */
+async function startDelayProxy(serverUrl: string, delayMs: number): Promise<{ url: string; close(): Promise<void> }> {
+  const target = new URL(serverUrl);
+  const sockets = new Set<net.Socket>();
+  const forward = (from: net.Socket, to: net.Socket) => {
+    let due = 0;
+    from.on('data', (chunk: Buffer) => {
+      // Never before the chunk ahead of it: a later chunk does not overtake an earlier one.
+      due = Math.max(performance.now() + delayMs, due);
+      setTimeout(() => to.write(chunk), due - performance.now());
+    });
+    from.on('close', () => setTimeout(() => to.destroy(), delayMs));
+    from.on('error', () => {});
+  };
+  const server = net.createServer((inbound) => {
+    const outbound = net.createConnection({ host: target.hostname, port: Number(target.port) });
+    sockets.add(inbound).add(outbound);
+    forward(inbound, outbound);
+    forward(outbound, inbound);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = new URL(serverUrl);
+  url.host = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  return {
+    url: url.toString(),
+    async close() {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }
