@@ -312,7 +312,8 @@ export async function startApp(options: AppOptions): Promise<App> {
     let workers: TurnWorkers | undefined;
     const queued = (conversationId: string, jobId: string, data: TurnJobData) => workers?.announce(conversationId, jobId, data);
     const storing = (jobId: string) => workers?.expect(jobId);
-    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions, queued, storing });
+    const hold = (conversationId: string, jobId: string, data: TurnJobData) => workers?.hold(conversationId, jobId, data);
+    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions, queued, storing, hold });
     cleanups.push(() => ingress.stop());
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import type postgres from 'postgres';
 import type { Logger } from 'pino';
 import type { Connector } from '#src/connector.ts';
 import { isPersonaPerson, type Persona } from '#src/config/persona.ts';
@@ -21,15 +22,15 @@ import type { ReplyStream } from './reply-stream.ts';
 import { createTurnOutput } from './turn-output.ts';
 import { answeredBeforeCrash, rerunInterruptedCalls } from './resume.ts';
 import { stripInternalText } from './visible-text.ts';
-import { createTurnStart, JobNotClaimed, type StartedTurn, type TurnJob } from './turn-start.ts';
+import { createTurnStart, JobNotClaimed, type BegunTurn, type StartedTurn, type TurnJob } from './turn-start.ts';
 import { turnToolContext } from './turn-context.ts';
 import { buildSystemPrompt } from './prompt.ts';
-import { answersInText, type Origin, type TurnKind } from '#src/turns.ts';
+import { answersInText, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 import type { Subagents } from '#src/subagents/service.ts';
 import type { PersonaMail } from '#src/subagents/persona-mail.ts';
 import type { UserModelEntry } from '#src/memory/store.ts';
 
-export { JobNotClaimed, type TurnJob } from './turn-start.ts';
+export { JobNotClaimed, type BegunTurn, type TurnJob } from './turn-start.ts';
 
 export interface TurnRunnerDeps {
   database: Database;
@@ -100,6 +101,12 @@ export interface TurnRunner {
   interruptAll(): void;
   /** Interrupts these turns so their jobs are retried (turns waiting on a person, at shutdown). */
   interrupt(turnIds: Iterable<string>): void;
+  /**
+   * A user turn's start, taking its job from the queue while messages wait, as a statement on `client` (issued right
+   * behind the transaction that stores its message, so that the turn begins in the same round trip). Run the job with
+   * `begun` set to what it answers.
+   */
+  beginIn(job: TurnJob, client: postgres.Sql): Promise<BegunTurn>;
 }
 
 export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
@@ -111,15 +118,16 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
   const { replyStreamFor, conclude, deliverTo, warnPrimary, startTyping } = createTurnOutput(deps);
-  const begin = createTurnStart(deps);
+  const { begin, beginIn } = createTurnStart(deps);
 
   async function run(job: TurnJob): Promise<void> {
     const { data } = job;
     const log = deps.log.child({ conversation: data.conversationId, kind: data.kind });
     const persona = deps.personas().find((p) => p.name === data.persona);
     if (!persona) {
-      // Dropped by a process that fetched it, so that its job is completed.
-      if (job.claim) throw new JobNotClaimed(`persona ${data.persona} is unknown`);
+      // Dropped by a process that fetched it (or whose start took it already), so that its job is completed.
+      const taken = job.begun ? (await job.begun.catch(() => undefined))?.start.jobClaimed : job.claim?.taken;
+      if (job.claim && !taken) throw new JobNotClaimed(`persona ${data.persona} is unknown`);
       log.error({ persona: data.persona }, 'turn for an unknown persona dropped');
       return;
     }
@@ -147,9 +155,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     // Whom the turn acts for is known from its job (unless a group's outsider is read): a user turn's start reads their
     // model in its statement; another turn's (or one run again) is read beside it.
     const sender = data.origin?.sender;
-    const inStart = data.kind === 'user' && !again && !!deps.userModel && sender !== undefined;
-    const readBeside = inStart ? undefined : userModelFor(persona, data.kind, sender, log);
-    const started = await begin(job, persona, again, inStart ? sender : undefined).catch((err: unknown) => {
+    const inStart = modelReadInStart(data, again);
+    const readBeside = inStart !== undefined ? undefined : userModelFor(persona, data.kind, sender, log);
+    const started = await begin(job, persona, again, inStart).catch((err: unknown) => {
       throw databaseUnavailable(err) ? new DatabaseAway(err instanceof Error ? err.message : String(err)) : err;
     });
     if (!started) return;
@@ -365,8 +373,15 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
+  /** Whom a user turn acts for, when its start reads their model in its statement (its first run only). */
+  function modelReadInStart(data: TurnJobData, again: boolean): string | undefined {
+    const sender = data.origin?.sender;
+    return data.kind === 'user' && !again && !!deps.userModel && sender !== undefined ? sender : undefined;
+  }
+
   return {
     run,
+    beginIn: (job, client) => beginIn(job, client, modelReadInStart(job.data, false)),
     cancel(turnId) {
       const controller = active.get(turnId);
       if (controller) {

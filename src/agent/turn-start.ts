@@ -1,6 +1,7 @@
 // The start of a turn: its job's turn begun (a user turn's messages claimed in one statement, a background turn's
 // prompt written), or, for a job run again, the turn it had found and resumed, or settled when it had answered.
 import { randomUUID } from 'node:crypto';
+import type postgres from 'postgres';
 import type { Persona } from '#src/config/persona.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { insertMessage, type HistoryRead } from '#src/db/messages.ts';
@@ -26,6 +27,17 @@ export interface TurnJob {
    * (another process has it, or it is not its conversation's next), run() rejects with JobNotClaimed and nothing ran.
    */
   claim?: { taken: boolean };
+  /**
+   * Begun on its message's connection, right behind the transaction that stored it (see TurnRunner.beginIn): what
+   * its start answers. A start that failed is made again as after any failed start (the run is a rerun).
+   */
+  begun?: Promise<BegunTurn>;
+}
+
+/** A user turn begun by its message's own transaction: its id and what its start statement answered. */
+export interface BegunTurn {
+  turnId: string;
+  start: Awaited<ReturnType<typeof startUserTurn>>;
 }
 
 /** A job run with `claim` that the turn's start could not take from the queue: nothing was written. */
@@ -55,14 +67,47 @@ export interface StartedTurn {
 /**
  * Begins the turn of `job`: `begin(job, persona, again, userModelOf)` resolves with the turn to run, or undefined when
  * there is nothing to run (nothing waiting, or a turn run before that has ended or only had its reply to deliver).
+ * `beginIn` is a user turn's start alone, for its message's transaction to carry.
  */
 export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'delivery' | 'log' | 'history'>) {
   const { db } = deps.database;
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
 
+  /**
+   * A user turn's start statement on `db` (the turn's own connection, or the transaction storing its message), taking
+   * its job from the queue when it is run with `claim` not yet taken.
+   */
+  async function startUser(db: Parameters<typeof startUserTurn>[0], job: TurnJob, userModelOf?: string, onlyWithMessages = false): Promise<BegunTurn> {
+    const { data } = job;
+    const turnId = randomUUID();
+    const start = await startUserTurn(
+      db,
+      {
+        id: turnId,
+        conversationId: data.conversationId,
+        persona: data.persona,
+        connector: data.origin?.connector,
+        chat: data.origin?.chat,
+        thread: data.origin?.thread,
+        jobId: job.id,
+        // Claimed by this process: were it to die, another gives the job back to the queue at once (see maintenance).
+        claimedBy: deps.database.applicationName,
+        origin: data.origin,
+      },
+      // Taken once is enough: a rerun whose start the database lost runs on, and the message's claim keeps it from
+      // being answered twice should the job be handed out again meanwhile.
+      {
+        historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET),
+        userModelOf,
+        claimJob: !!job.claim && !job.claim.taken ? (onlyWithMessages ? 'with messages' : true) : false,
+      },
+    );
+    return { turnId, start };
+  }
+
   /** `again`: the job ran before (redelivered, or run again after the database was away), so it may have a turn. */
-  return async function begin(job: TurnJob, persona: Persona, again: boolean, userModelOf?: string): Promise<StartedTurn | undefined> {
+  async function begin(job: TurnJob, persona: Persona, again: boolean, userModelOf?: string): Promise<StartedTurn | undefined> {
     const { data } = job;
     // Claimed by this process: were it to die, another gives the job back to the queue at once (see maintenance).
     const session = deps.database.applicationName;
@@ -98,26 +143,12 @@ export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'deliver
         files: data.kind === 'user',
       };
     }
-    const turnId = randomUUID();
     if (job.claim && data.kind !== 'user') throw new JobNotClaimed(`a ${data.kind} turn's job is fetched from its queue`);
     if (data.kind === 'user') {
-      const { jobClaimed, conversation, claimed, history, userModel } = await startUserTurn(
-        bookkeeping,
-        {
-          id: turnId,
-          conversationId: data.conversationId,
-          persona: persona.name,
-          connector: data.origin?.connector,
-          chat: data.origin?.chat,
-          thread: data.origin?.thread,
-          jobId: job.id,
-          claimedBy: session,
-          origin: data.origin,
-        },
-        // Taken once is enough: a rerun whose start the database lost runs on, and the message's claim keeps it from
-        // being answered twice should the job be handed out again meanwhile.
-        { historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET), userModelOf, claimJob: !!job.claim && !job.claim.taken },
-      );
+      // Begun by its message's transaction: only a run again (the database away since) begins afresh.
+      const begun = await (!again && job.begun ? job.begun : startUser(bookkeeping, job, userModelOf));
+      const { turnId } = begun;
+      const { jobClaimed, conversation, claimed, history, userModel } = begun.start;
       if (jobClaimed === false) throw new JobNotClaimed(`job ${job.id} was not taken`);
       if (job.claim) job.claim.taken = true;
       // Nothing waiting: an earlier turn already read this message mid-run.
@@ -127,6 +158,7 @@ export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'deliver
       const files = claimed.some(({ message }) => message.role === 'user' && !!message.attachments?.length);
       return { turnId, replyTo, conversation, resumed: false, files, userModel, ...(files ? {} : { history }) };
     }
+    const turnId = randomUUID();
     return bookkeeping.transaction(async (tx): Promise<StartedTurn> => {
       const conversation = await ensureConversation(tx, {
         id: data.conversationId,
@@ -144,4 +176,10 @@ export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'deliver
       return { turnId, conversation, resumed: false, files: false };
     });
   }
+
+  return {
+    begin,
+    /** A user turn's start as a statement on `client`, the transaction storing its message (see TurnRunner.beginIn). */
+    beginIn: (job: TurnJob, client: postgres.Sql, userModelOf?: string) => startUser(client, job, userModelOf, true),
+  };
 }

@@ -208,12 +208,16 @@ export function describeError(err: unknown): string {
  * resolves, with their results to come, once every one has been sent (postgres.js sends a query a moment after it is
  * first awaited or executed, in the order they were); none may depend on another's result. Whatever the results say,
  * the transaction is committed: a caller that would rather not have kept it undoes it. For the hot path only.
+ * `after` issues one more statement right behind the COMMIT, in the same write: a transaction of its own, whatever
+ * became of the first (the caller reads its outcome from the promise it returns); the connection is kept until it ends.
  */
 export async function inOneTrip<T extends readonly unknown[]>(
   sql: postgres.Sql,
   issue: (c: postgres.ReservedSql) => Promise<{ [K in keyof T]: PromiseLike<T[K]> }>,
+  after?: (c: postgres.ReservedSql) => PromiseLike<unknown>,
 ): Promise<T> {
   const c = await sql.reserve();
+  let behind: PromiseLike<unknown> | undefined;
   try {
     const begin = c`begin`.execute();
     let pending: { [K in keyof T]: PromiseLike<T[K]> };
@@ -225,12 +229,14 @@ export async function inOneTrip<T extends readonly unknown[]>(
       throw err;
     }
     const commit = c`commit`.execute();
+    behind = after?.(c);
     const settled = await Promise.allSettled([begin, ...pending, commit]);
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     // A failed statement's COMMIT rolled back (Postgres answers COMMIT in an aborted transaction with ROLLBACK).
     if (failed) throw failed.reason;
     return settled.slice(1, -1).map((s) => (s as PromiseFulfilledResult<unknown>).value) as unknown as T;
   } finally {
-    c.release();
+    if (behind) void Promise.resolve(behind).then(c.release, c.release);
+    else c.release();
   }
 }

@@ -18,9 +18,10 @@ export type TurnRow = typeof turns.$inferSelect;
  * it after the claim (the messages claimed among it); with `userModelOf`, the persona's model of that person too.
  */
 export async function startUserTurn(
-  db: Queryable,
+  db: Queryable | postgres.Sql,
   row: { id: string; conversationId: string; persona: string; connector?: string; chat?: string; thread?: string; jobId: string; claimedBy?: string; origin?: unknown },
-  options: { historyLimit?: number; userModelOf?: string; claimJob?: boolean } = {},
+  /** `claimJob: 'with messages'`: the job is taken only while messages of its conversation wait to be read. */
+  options: { historyLimit?: number; userModelOf?: string; claimJob?: boolean | 'with messages' } = {},
 ): Promise<{
   /** With `claimJob`: false when the job could not be taken (another process has it, or it is not its conversation's next). */
   jobClaimed?: boolean;
@@ -30,10 +31,11 @@ export async function startUserTurn(
   /** The persona's model of `userModelOf`, as userModelOf() reads it, when asked for. */
   userModel?: { dimension: string; content: string; confidence: number; updatedAt: Date }[];
 }> {
-  const client = clientOf(db);
+  // A postgres.js connection of its own, or one that another transaction's statements share (see inOneTrip).
+  const client = typeof db === 'function' ? db : clientOf(db);
   const withHistory = options.historyLimit !== undefined;
   const withUserModel = options.userModelOf !== undefined;
-  const claim = options.claimJob === true;
+  const claim = options.claimJob === true || options.claimJob === 'with messages';
   const [state] = await client<
     {
       job_claimed: boolean;
@@ -47,7 +49,7 @@ export async function startUserTurn(
       user_model: { dimension: string; content: string; confidence: number; updated_at: string }[] | null;
     }[]
   >`
-    with job as (${claim ? claimTurnJob(client, row.jobId) : client`select null::uuid as id where false`}
+    with job as (${claim ? claimTurnJob(client, row.jobId, options.claimJob === 'with messages' ? row.conversationId : undefined) : client`select null::uuid as id where false`}
     ), go as (
       select ${!claim} or exists (select 1 from job) as ok
     ), existing as (
@@ -119,9 +121,10 @@ export async function startUserTurn(
  * The turn job `jobId`, taken for this process as pg-boss's fetch takes a job (made active, its attempt counted from
  * its start), when it is still waiting and is its conversation's next: no other job of the conversation is running,
  * waiting to be retried or failed, and none waits from before it (the order of the queue's key_strict_fifo policy).
- * A job another process took first is locked or active already, and is left to it.
+ * A job another process took first is locked or active already, and is left to it. With `withMessagesOf`, only while
+ * messages of that conversation wait to be read (a job whose message was not stored is left waiting, to be deleted).
  */
-function claimTurnJob(client: postgres.Sql, jobId: string) {
+function claimTurnJob(client: postgres.Sql, jobId: string, withMessagesOf?: string) {
   return client`
       update pgboss.job j set state = 'active', started_on = pgboss.job_now(), heartbeat_on = pgboss.job_now(),
         retry_count = case when started_on is not null then retry_count + 1 else retry_count end
@@ -135,6 +138,7 @@ function claimTurnJob(client: postgres.Sql, jobId: string) {
           select 1 from pgboss.job b
           where b.name = j.name and b.singleton_key = j.singleton_key and b.policy = 'key_strict_fifo' and b.state < 'active' and not b.blocked
             and b.start_after <= pgboss.job_now() and (b.created_on, b.id) < (j.created_on, j.id))
+        and (${withMessagesOf === undefined} or exists (select 1 from messages where conversation_id = ${withMessagesOf ?? ''} and turn_id is null))
       returning j.id`;
 }
 

@@ -1,7 +1,7 @@
 import type postgres from 'postgres';
 import type { Logger } from 'pino';
 import type { Job } from 'pg-boss';
-import { JobNotClaimed, type TurnRunner } from '#src/agent/turn-runner.ts';
+import { JobNotClaimed, type BegunTurn, type TurnRunner } from '#src/agent/turn-runner.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES } from './queues.ts';
 import { CHANNELS, listen, readTurnNotice } from '#src/db/channels.ts';
@@ -19,8 +19,21 @@ export interface TurnWorkers {
    * turn's start taking it from the queue (no fetch), without waiting for the database to pass the notification back.
    */
   announce(conversationId: string, jobId: string, data?: TurnJobData): void;
+  /**
+   * This process is about to store a user turn's job: when a place is free for it now, the place is held and the
+   * turn's start goes out right behind the transaction that stores it (`statement`), so that it begins in the same
+   * round trip. `run` starts it with what its start answers; `drop` lets the place go (nothing was stored, or its
+   * start found nothing to read). Undefined when no place is free, or jobs wait for one (they were first).
+   */
+  hold(conversationId: string, jobId: string, data: TurnJobData): HeldPlace | undefined;
   /** Stops fetching, gives running turns `graceMs` to finish, then releases the rest back to the queue. */
   stop(graceMs?: number): Promise<void>;
+}
+
+export interface HeldPlace {
+  statement(client: postgres.Sql): Promise<BegunTurn>;
+  run(begun: Promise<BegunTurn>): void;
+  drop(): void;
 }
 
 /** Turns one process runs at once, unless the app is given another `workerConcurrency`. */
@@ -43,6 +56,8 @@ interface Held {
   controller: AbortController;
   /** Run before it is taken from the queue (see TurnJob.claim): not said to be alive until it is this process's. */
   claim?: { taken: boolean };
+  /** The same job, handed out by a fetch here while its start was under way (which then cannot take it). */
+  fetched?: Job<TurnJobData>;
 }
 
 /**
@@ -109,7 +124,14 @@ export async function startTurnWorkers(
         backlog = fetched.length === free;
         // Fetched as the process began to stop: back to the queue, for the next process or start.
         if (stopped) await giveBack(fetched, 'stopping');
-        else for (const job of fetched) start(job);
+        else {
+          for (const job of fetched) {
+            const pending = running.get(job.id);
+            // Its start is under way here and will find it taken: this attempt runs in its place once that start ends.
+            if (pending?.claim && !pending.claim.taken) pending.fetched = job;
+            else start(job);
+          }
+        }
       } catch (err) {
         // The database away for a moment: the poll tries again.
         log.warn({ err }, 'turn jobs could not be fetched');
@@ -123,11 +145,12 @@ export async function startTurnWorkers(
     });
   }
 
-  /** With `claim`, the job was not fetched: its turn's start takes it from the queue, or nothing runs. */
-  function start(job: Job<TurnJobData>, claim = false): void {
-    const controller = new AbortController();
-    const held: Held = { job, controller, ...(claim ? { claim: { taken: false } } : {}) };
-    running.set(job.id, held);
+  /**
+   * With `claim`, the job was not fetched: its turn's start takes it from the queue, or nothing runs. `held` is the
+   * place kept for it while its start ran in the transaction that stored it (`begun`).
+   */
+  function start(job: Job<TurnJobData>, claim = false, held: Held = place(job, claim), begun?: Promise<BegunTurn>): void {
+    const { controller } = held;
     if (stopped) controller.abort('stopping');
     let notClaimed = false;
     void runner
@@ -137,6 +160,7 @@ export async function startTurnWorkers(
         retryCount: job.retryCount,
         signal: controller.signal,
         claim: held.claim,
+        ...(begun ? { begun } : {}),
       })
       .then(
         () => completer.add(job),
@@ -146,13 +170,35 @@ export async function startTurnWorkers(
           else return giveBack([job], err instanceof Error ? err.message : String(err));
         },
       )
-      .finally(() => {
-        running.delete(job.id);
-        const waiting = announced.delete(job.data.conversationId);
-        if (backlog) refill();
-        else if (waiting || notClaimed) pump();
-      });
+      .finally(() => letGo(held, notClaimed));
   }
+
+  /** A place whose turn has ended, or whose start did not take its job: a fetched attempt of the job runs in it. */
+  function letGo(held: Held, fetch = false): void {
+    const { fetched } = held;
+    if (!fetched) return free(held.job, fetch);
+    running.delete(held.job.id);
+    if (stopped) void giveBack([fetched], 'stopping');
+    else start(fetched);
+  }
+
+  /** A place is free again: a job of its conversation announced meanwhile, or one it could not take, is fetched. */
+  function free(job: Job<TurnJobData>, fetch = false): void {
+    running.delete(job.id);
+    const waiting = announced.delete(job.data.conversationId);
+    if (backlog) refill();
+    else if (waiting || fetch) pump();
+  }
+
+  /** A place taken for a job: counted as running from now on. */
+  function place(job: Job<TurnJobData>, claim: boolean): Held {
+    const held: Held = { job, controller: new AbortController(), ...(claim ? { claim: { taken: false } } : {}) };
+    running.set(job.id, held);
+    return held;
+  }
+
+  /** No place is free for a job stored now, or jobs wait for one: such a job is announced, and waits its turn. */
+  const mayStartNow = (conversationId: string) => !stopped && !backlog && !runningKey(conversationId) && running.size < concurrency;
 
   /** Jobs handed back to the queue, which runs them again (after its retry delay); fenced to the attempts held here. */
   async function giveBack(held: readonly Job<TurnJobData>[], why: string): Promise<void> {
@@ -245,9 +291,35 @@ export async function startTurnWorkers(
       else if (!firstHeard(jobId)) return;
       if (stopped) return;
       // Not while jobs wait for a place: they were there first, and the next fetch takes them in their order.
-      if (wasExpected && data && !backlog && !runningKey(conversationId) && running.size < concurrency) {
+      if (wasExpected && data && mayStartNow(conversationId)) {
         start({ id: jobId, name: QUEUES.turn, data, retryCount: 0 } as Job<TurnJobData>, true);
       } else announce(conversationId);
+    },
+    hold(conversationId, jobId, data) {
+      if (data.kind !== 'user' || !mayStartNow(conversationId)) return undefined;
+      const job = { id: jobId, name: QUEUES.turn, data, retryCount: 0 } as Job<TurnJobData>;
+      const held = place(job, true);
+      expected.add(jobId);
+      let settled = false;
+      return {
+        statement: (client) => runner.beginIn({ id: jobId, data, claim: held.claim }, client),
+        run(begun) {
+          if (settled) return;
+          settled = true;
+          expected.delete(jobId);
+          heard.add(jobId);
+          if (!stopped) return start(job, true, held, begun);
+          // Stopping: not started here. A job its start took goes back to the queue (its turn resumes elsewhere).
+          letGo(held);
+          void begun.then((b) => (b.start.jobClaimed ? giveBack([job], 'stopping') : undefined), () => giveBack([job], 'stopping'));
+        },
+        drop() {
+          if (settled) return;
+          settled = true;
+          expected.delete(jobId);
+          letGo(held);
+        },
+      };
     },
     async stop(graceMs = 2500) {
       stopped = true;

@@ -51,6 +51,21 @@ describe("a turn's start taking its job from the queue", () => {
     expect((await jobState(jobId)).state).toBe('completed');
   });
 
+  it("asked to take it only while messages wait, leaves the job of a message that was not stored (a redelivery)", async () => {
+    const conversationId = `ana:chat:${randomUUID().slice(0, 8)}`;
+    await ensureConversation(t.database.db, { id: conversationId, persona: 'ana' });
+    const jobId = (await jobs.enqueueTurn({ conversationId, persona: 'ana', kind: 'user' }, undefined, { id: randomUUID(), woken: true }))!;
+    const withMessages = (turnId = randomUUID()) =>
+      startUserTurn(t.database.db, { id: turnId, conversationId, persona: 'ana', jobId }, { claimJob: 'with messages' });
+    expect(await withMessages()).toMatchObject({ jobClaimed: false, claimed: [] });
+    expect(await jobState(jobId)).toEqual({ state: 'created', retry_count: 0 });
+    // With a message waiting, it is taken.
+    await insertMessage(t.database.db, { conversationId, message: { role: 'user', content: 'hi' } });
+    expect(await withMessages()).toMatchObject({ jobClaimed: true, claimed: [expect.anything()] });
+    expect((await jobState(jobId)).state).toBe('active');
+    await jobs.boss.complete(QUEUES.turn, [{ id: jobId, retryCount: 0 }]);
+  });
+
   it('leaves a job another process fetched first, writing nothing', async () => {
     const { conversationId, jobId } = await waiting();
     const [fetched] = await jobs.boss.fetch(QUEUES.turn, { batchSize: 10 });

@@ -249,3 +249,21 @@ describe('events that cannot be stored', () => {
     await h.app.waitForIdle('testy:chat:u1');
   });
 });
+
+describe('a DM delivered again', () => {
+  it('delivered again once its conversation is idle, starts nothing: its job is deleted untaken, and the next DM is answered', async () => {
+    await h.chat.inject({ text: 'first time', externalId: 'again-1' });
+    await h.chat.waitForSent(1);
+    await h.app.waitForIdle('testy:chat:u1');
+    const turnsBefore = await rows<{ n: number }>(sql`select count(*)::int as n from turns where conversation_id = 'testy:chat:u1'`);
+    // The turn's start goes out behind the redelivery's transaction, but takes the job only while messages wait.
+    expect((await h.chat.inject({ text: 'first time', externalId: 'again-1' })).status).toBe('duplicate');
+    const open = await rows<{ n: number }>(sql`select count(*)::int as n from pgboss.job where name = 'turn' and singleton_key = 'testy:chat:u1' and state < 'completed'`);
+    expect(open).toEqual([{ n: 0 }]);
+    expect(await rows<{ n: number }>(sql`select count(*)::int as n from turns where conversation_id = 'testy:chat:u1'`)).toEqual(turnsBefore);
+    await h.chat.inject({ text: 'and then' });
+    await h.chat.waitForSent(2);
+    expect(h.chat.sent.map((m) => m.text)).toEqual(['echo: first time', 'echo: and then']);
+    await h.app.waitForIdle('testy:chat:u1');
+  });
+});

@@ -56,17 +56,17 @@ describe('statements of a direct message', () => {
     expect(count(/insert into outbound_messages.*insert into messages/)).toBe(1);
     expect(count(/update outbound_messages set status = 'sent'.*update turns/)).toBe(1);
     expect(own.length / messages).toBe(4);
-    // Round trips: the message's transaction goes out whole (BEGIN, the job, the message, COMMIT in one write), and
-    // each of the others is a statement of its own.
+    // Round trips: the message, its COMMIT and the turn's start right behind it go out in one write (BEGIN and the
+    // job with them, unless pg-boss was slow to send its statement); each of the others is a statement of its own.
     const trips = proxy.trips.slice(fromTrip);
     const ingress = trips.filter((trip) => trip.some((text) => /^with open_question as/.test(text)));
     expect(ingress).toHaveLength(messages);
     for (const trip of ingress) {
-      expect(trip.map((text) => text.split(' ').slice(0, 3).join(' '))).toEqual(['begin', 'INSERT INTO pgboss.job_common', 'with open_question as', 'commit']);
+      expect(trip.map((text) => text.split(' ').slice(0, 3).join(' ')).slice(-3)).toEqual(['with open_question as', 'commit', 'with job as']);
     }
     const tripsOf = (pattern: RegExp) => trips.filter((trip) => trip.some((text) => pattern.test(text))).length / messages;
-    // The message, the turn's start, the answer before it is sent, the sent mark with the turn's end.
-    expect(tripsOf(/\b(inbound_events|conversations|messages|turns|outbound_messages|user_models)\b/)).toBe(4);
+    // The message with the turn's start, the answer before it is sent, the sent mark with the turn's end.
+    expect(tripsOf(/\b(inbound_events|conversations|messages|turns|outbound_messages|user_models)\b/)).toBe(3);
     // The queue: the job sent and completed; taken by the turn's start, so fetched only by the slow poll (every 2 s).
     const queue = (pattern: RegExp) => statements.filter((text) => /\bpgboss\./.test(text) && pattern.test(text)).length;
     expect(queue(/^INSERT INTO pgboss\.job/)).toBe(messages);

@@ -42,6 +42,7 @@ function heldRunner() {
     cancel: () => false,
     interruptAll: () => {},
     interrupt: () => {},
+    beginIn: () => Promise.reject(new Error('a turn begun in its message transaction is not used here')),
   };
   return { runner, started };
 }
@@ -49,12 +50,26 @@ function heldRunner() {
 /** Counts the queue's fetches until restore(). */
 function countFetches() {
   const original = jobs.boss.fetch.bind(jobs.boss);
-  const counter = { count: 0, restore: () => void (jobs.boss.fetch = original) };
+  const counter = { count: 0, inFlight: 0, restore: () => void (jobs.boss.fetch = original) };
   jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
     counter.count++;
-    return original(...args);
+    counter.inFlight++;
+    try {
+      return await original(...args);
+    } finally {
+      counter.inFlight--;
+    }
   }) as typeof original;
   return counter;
+}
+
+/** Workers whose first fetch (at start, finding nothing) has ended, so that it cannot take the jobs the test sends. */
+async function settledWorkers(runner: TurnRunner, options: { concurrency: number; heartbeatMs?: number }) {
+  const fetches = countFetches();
+  const started = await startTurnWorkers(jobs, db.database.sql, runner, { pollSeconds: 60, log, ...options });
+  await until(() => fetches.count >= 1 && fetches.inFlight === 0, 5000);
+  fetches.restore();
+  return started;
 }
 
 const enqueue = (conversationId: string) => jobs.enqueueTurn({ conversationId, persona: 'p', kind: 'wake', prompt: 'x' });
@@ -135,7 +150,7 @@ describe('turn workers', () => {
 
   it("run a job its own ingress stored without a fetch, its turn's start taking it; fetched as usual when that start cannot", async () => {
     const { runner, started } = heldRunner();
-    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log });
+    workers = await settledWorkers(runner, { concurrency: 4 });
     const fetches = countFetches();
     try {
       const conversation = `p:chat:${randomUUID()}`;
@@ -167,7 +182,7 @@ describe('turn workers', () => {
 
   it('keep a job taken by its start alive only once it is taken', async () => {
     const { runner, started } = heldRunner();
-    workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log, heartbeatMs: 100 });
+    workers = await settledWorkers(runner, { concurrency: 4, heartbeatMs: 100 });
     const conversation = `p:chat:${randomUUID()}`;
     const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
     const id = randomUUID();

@@ -1,0 +1,236 @@
+// A place held for a user turn whose message is being stored: the turn's start goes out right behind the message's
+// transaction, in the same write, and the turn runs from what that start answers, with no fetch. Over real pg-boss.
+import { randomUUID } from 'node:crypto';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { JobNotClaimed, type BegunTurn, type TurnJob, type TurnRunner } from '../../src/agent/turn-runner.ts';
+import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
+import { QUEUES } from '../../src/jobs/queues.ts';
+import { turnNotice } from '../../src/db/channels.ts';
+import { startTurnWorkers, type TurnWorkers } from '../../src/jobs/workers.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { until } from '../support/until.ts';
+
+let db: TestDatabase;
+let jobs: JobSystem;
+let workers: TurnWorkers | undefined;
+const log = pino({ level: 'silent' });
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  jobs = await startJobSystem(db.database, log);
+});
+const restores: (() => void)[] = [];
+afterEach(async () => {
+  await workers?.stop(0);
+  workers = undefined;
+  while (restores.length) restores.pop()!();
+});
+afterAll(async () => {
+  await jobs?.stop();
+  await db?.drop();
+});
+
+/** A runner whose turns end when the test says so; a turn begun with its job not taken is not run (as the real one). */
+function heldRunner() {
+  const started: { job: TurnJob; end: () => void }[] = [];
+  const beginnings: { job: TurnJob; client: unknown }[] = [];
+  const runner: TurnRunner = {
+    run: async (job) => {
+      if (job.begun && !(await job.begun).start.jobClaimed) throw new JobNotClaimed('not taken');
+      return new Promise<void>((resolve, reject) => {
+        started.push({ job, end: resolve });
+        job.signal?.addEventListener('abort', () => reject(new Error('released')), { once: true });
+      });
+    },
+    cancel: () => false,
+    interruptAll: () => {},
+    interrupt: () => {},
+    beginIn: (job, client) => {
+      beginnings.push({ job, client });
+      return Promise.resolve(begunTurn(true));
+    },
+  };
+  return { runner, started, beginnings };
+}
+
+function begunTurn(jobClaimed: boolean): BegunTurn {
+  return {
+    turnId: randomUUID(),
+    start: {
+      jobClaimed,
+      conversation: { historyAfterId: 0, thinking: false, activeTools: [] },
+      claimed: jobClaimed ? [{ message: { role: 'user', content: 'hi' }, externalId: null }] : [],
+    },
+  };
+}
+
+/** Counts the queue's fetches, and how many are in flight, until the test ends. */
+function countFetches() {
+  const original = jobs.boss.fetch.bind(jobs.boss);
+  const counter = { count: 0, inFlight: 0 };
+  restores.push(() => void (jobs.boss.fetch = original));
+  jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
+    counter.count++;
+    counter.inFlight++;
+    try {
+      return await original(...args);
+    } finally {
+      counter.inFlight--;
+    }
+  }) as typeof original;
+  return counter;
+}
+
+/** Workers whose first fetch (at start, finding nothing) has ended, so that it cannot take the test's jobs. */
+async function startedWorkers(runner: TurnRunner, concurrency: number) {
+  const fetches = countFetches();
+  const started = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency, pollSeconds: 60, log });
+  await until(() => fetches.count >= 1 && fetches.inFlight === 0, 5000);
+  fetches.count = 0;
+  return { workers: started, fetches };
+}
+
+const userTurn = (conversationId: string) => ({ conversationId, persona: 'p', kind: 'user' as const });
+const state = async (id: string) => (await db.database.sql`select state from pgboss.job where id = ${id}`)[0]?.state as string | undefined;
+
+describe('a place held for a turn whose message is being stored', () => {
+  it("runs the turn from what its start answered behind the message's transaction, with no fetch, its notification no news", async () => {
+    const { runner, started, beginnings } = heldRunner();
+    const ready = await startedWorkers(runner, 2);
+    workers = ready.workers;
+    const { fetches } = ready;
+    const conversation = `p:chat:${randomUUID()}`;
+    const id = randomUUID();
+    workers.expect(id);
+    const place = workers.hold(conversation, id, userTurn(conversation))!;
+    expect(place).toBeDefined();
+    // The ingress sends the start behind its transaction, on its connection.
+    const begun = place.statement(db.database.sql);
+    expect(beginnings).toEqual([{ job: { id, data: userTurn(conversation), claim: { taken: false } }, client: db.database.sql }]);
+    await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id, singletonKey: conversation });
+    await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id = ${id}::uuid`;
+    await db.database.sql`select pg_notify('parlor_turn', ${turnNotice(conversation, id)})`;
+    place.run(begun);
+    await until(() => started.length === 1, 3000);
+    expect(started[0].job).toMatchObject({ id, retryCount: 0, begun, claim: { taken: false } });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(fetches.count).toBe(0);
+    expect(started).toHaveLength(1);
+    started[0].end();
+    await until(async () => (await state(id)) === 'completed', 3000);
+  });
+
+  it('is a place taken: none past the concurrency, none for a conversation running here or a background turn; dropped, it is free again', async () => {
+    const { runner } = heldRunner();
+    workers = (await startedWorkers(runner, 1)).workers;
+    const [a, b] = [`p:chat:${randomUUID()}`, `p:chat:${randomUUID()}`];
+    const first = workers.hold(a, randomUUID(), userTurn(a));
+    expect(first).toBeDefined();
+    expect(workers.hold(b, randomUUID(), userTurn(b))).toBeUndefined();
+    first!.drop();
+    expect(workers.hold(b, randomUUID(), { conversationId: b, persona: 'p', kind: 'wake', prompt: 'x' })).toBeUndefined();
+    const second = workers.hold(b, randomUUID(), userTurn(b));
+    expect(second).toBeDefined();
+    // Dropping twice frees nothing more.
+    second!.drop();
+    second!.drop();
+    const third = workers.hold(a, randomUUID(), userTurn(a))!;
+    expect(workers.hold(a, randomUUID(), userTurn(a))).toBeUndefined();
+    third.drop();
+  });
+
+  it('keeps no place for a conversation whose turn runs here', async () => {
+    const { runner, started } = heldRunner();
+    workers = (await startedWorkers(runner, 4)).workers;
+    const conversation = `p:chat:${randomUUID()}`;
+    const place = workers.hold(conversation, randomUUID(), userTurn(conversation))!;
+    place.run(Promise.resolve(begunTurn(true)));
+    await until(() => started.length === 1, 3000);
+    expect(workers.hold(conversation, randomUUID(), userTurn(conversation))).toBeUndefined();
+    started[0].end();
+    await until(() => workers!.hold(conversation, randomUUID(), userTurn(conversation)) !== undefined, 3000);
+  });
+
+  it('whose start could not take its job lets the queue hand the job out as usual', async () => {
+    const { runner, started } = heldRunner();
+    const ready = await startedWorkers(runner, 2);
+    workers = ready.workers;
+    const { fetches } = ready;
+    const conversation = `p:chat:${randomUUID()}`;
+    const id = randomUUID();
+    workers.expect(id);
+    const place = workers.hold(conversation, id, userTurn(conversation))!;
+    await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id, singletonKey: conversation });
+    place.run(Promise.resolve(begunTurn(false)));
+    await until(() => started.length === 1, 3000);
+    expect(fetches.count).toBeGreaterThanOrEqual(1);
+    expect(started[0].job).toMatchObject({ id, retryCount: 0 });
+    expect(started[0].job.begun).toBeUndefined();
+    expect(await state(id)).toBe('active');
+    started[0].end();
+    await until(async () => (await state(id)) === 'completed', 3000);
+  });
+
+  it('dropped, lets a job of its conversation announced meanwhile be fetched at once', async () => {
+    const { runner, started } = heldRunner();
+    workers = (await startedWorkers(runner, 2)).workers;
+    const conversation = `p:chat:${randomUUID()}`;
+    const place = workers.hold(conversation, randomUUID(), userTurn(conversation))!;
+    // A second message of the conversation is stored meanwhile, by the usual way: its conversation counts as busy here.
+    const next = randomUUID();
+    workers.expect(next);
+    await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id: next, singletonKey: conversation });
+    workers.announce(conversation, next, userTurn(conversation));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(started).toHaveLength(0);
+    // The first stored nothing (a redelivery): its place goes, and the second is fetched now, not at the next poll.
+    place.drop();
+    await until(() => started.length === 1, 3000);
+    expect(started[0].job.id).toBe(next);
+    started[0].end();
+    await until(async () => (await state(next)) === 'completed', 3000);
+  });
+
+  it('run as the process stops, does not start its turn, and gives a job its start took back to the queue', async () => {
+    const { runner, started } = heldRunner();
+    workers = (await startedWorkers(runner, 2)).workers;
+    const conversation = `p:chat:${randomUUID()}`;
+    const id = randomUUID();
+    const place = workers.hold(conversation, id, userTurn(conversation))!;
+    await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id, singletonKey: conversation });
+    await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id = ${id}::uuid`;
+    const stopping = workers.stop(0);
+    place.run(Promise.resolve(begunTurn(true)));
+    await stopping;
+    workers = undefined;
+    expect(started).toHaveLength(0);
+    await until(async () => (await state(id)) === 'retry', 3000);
+  });
+
+  it('whose job a fetch here hands out while its start is under way runs that attempt once the start has let go, once', async () => {
+    const { runner, started } = heldRunner();
+    workers = (await startedWorkers(runner, 2)).workers;
+    for (const end of ['run', 'drop'] as const) {
+      const conversation = `p:chat:${randomUUID()}`;
+      const id = randomUUID();
+      workers.expect(id);
+      const place = workers.hold(conversation, id, userTurn(conversation))!;
+      await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id, singletonKey: conversation });
+      // Another job's notification makes the workers fetch: the queue hands out this one (it waits, and is first).
+      workers.announce(`p:chat:${randomUUID()}`, randomUUID());
+      await until(async () => (await state(id)) === 'active', 3000);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(started).toHaveLength(0);
+      // Its start then finds it taken (or the message was not stored after all): the fetched attempt runs, once.
+      if (end === 'run') place.run(Promise.resolve(begunTurn(false)));
+      else place.drop();
+      await until(() => started.length === 1, 3000);
+      expect(started[0].job).toMatchObject({ id, retryCount: 0 });
+      expect(started[0].job.claim).toBeUndefined();
+      started.pop()!.end();
+      await until(async () => (await state(id)) === 'completed', 3000);
+      expect(started).toHaveLength(0);
+    }
+  });
+});
