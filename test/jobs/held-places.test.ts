@@ -7,8 +7,9 @@ import { JobNotClaimed, type BegunTurn, type TurnJob, type TurnRunner } from '..
 import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
 import { turnNotice } from '../../src/db/channels.ts';
-import { startTurnWorkers, type TurnWorkers } from '../../src/jobs/workers.ts';
+import type { TurnWorkers } from '../../src/jobs/workers.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { startSettledWorkers } from '../support/fetch-counter.ts';
 import { until } from '../support/until.ts';
 
 let db: TestDatabase;
@@ -65,30 +66,11 @@ function begunTurn(jobClaimed: boolean): BegunTurn {
   };
 }
 
-/** Counts the queue's fetches, and how many are in flight, until the test ends. */
-function countFetches() {
-  const original = jobs.boss.fetch.bind(jobs.boss);
-  const counter = { count: 0, inFlight: 0 };
-  restores.push(() => void (jobs.boss.fetch = original));
-  jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
-    counter.count++;
-    counter.inFlight++;
-    try {
-      return await original(...args);
-    } finally {
-      counter.inFlight--;
-    }
-  }) as typeof original;
-  return counter;
-}
-
-/** Workers whose first fetch (at start, finding nothing) has ended, so that it cannot take the test's jobs. */
+/** Workers whose first fetch has ended (see startSettledWorkers), their fetch counter restored after the test. */
 async function startedWorkers(runner: TurnRunner, concurrency: number) {
-  const fetches = countFetches();
-  const started = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency, pollSeconds: 60, log });
-  await until(() => fetches.count >= 1 && fetches.inFlight === 0, 5000);
-  fetches.count = 0;
-  return { workers: started, fetches };
+  const ready = await startSettledWorkers(jobs, db.database.sql, runner, { concurrency, log });
+  restores.push(ready.fetches.restore);
+  return ready;
 }
 
 const userTurn = (conversationId: string) => ({ conversationId, persona: 'p', kind: 'user' as const });

@@ -10,6 +10,7 @@ import { QUEUES } from '../../src/jobs/queues.ts';
 import { turnNotice } from '../../src/db/channels.ts';
 import { startTurnWorkers, type TurnWorkers } from '../../src/jobs/workers.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { countFetches, startSettledWorkers } from '../support/fetch-counter.ts';
 import { until } from '../support/until.ts';
 
 let db: TestDatabase;
@@ -47,27 +48,9 @@ function heldRunner() {
   return { runner, started };
 }
 
-/** Counts the queue's fetches until restore(). */
-function countFetches() {
-  const original = jobs.boss.fetch.bind(jobs.boss);
-  const counter = { count: 0, inFlight: 0, restore: () => void (jobs.boss.fetch = original) };
-  jobs.boss.fetch = (async (...args: Parameters<typeof original>) => {
-    counter.count++;
-    counter.inFlight++;
-    try {
-      return await original(...args);
-    } finally {
-      counter.inFlight--;
-    }
-  }) as typeof original;
-  return counter;
-}
-
-/** Workers whose first fetch (at start, finding nothing) has ended, so that it cannot take the jobs the test sends. */
+/** Workers whose first fetch has ended (see startSettledWorkers). */
 async function settledWorkers(runner: TurnRunner, options: { concurrency: number; heartbeatMs?: number }) {
-  const fetches = countFetches();
-  const started = await startTurnWorkers(jobs, db.database.sql, runner, { pollSeconds: 60, log, ...options });
-  await until(() => fetches.count >= 1 && fetches.inFlight === 0, 5000);
+  const { workers: started, fetches } = await startSettledWorkers(jobs, db.database.sql, runner, { ...options, log });
   fetches.restore();
   return started;
 }
@@ -80,7 +63,7 @@ describe('turn workers', () => {
     const { runner, started } = heldRunner();
     const conversations = Array.from({ length: 5 }, () => `p:chat:${randomUUID()}`);
     for (const c of conversations) await enqueue(c);
-    const fetches = countFetches();
+    const fetches = countFetches(jobs.boss);
     try {
       workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 8, pollSeconds: 60, log });
       await until(() => started.length === 5, 5000);
@@ -124,7 +107,7 @@ describe('turn workers', () => {
   it('fetch at once a job this process announces, and let its notification pass without a second fetch, in either order', async () => {
     const { runner, started } = heldRunner();
     workers = await startTurnWorkers(jobs, db.database.sql, runner, { concurrency: 4, pollSeconds: 60, log });
-    const fetches = countFetches();
+    const fetches = countFetches(jobs.boss);
     try {
       const conversation = `p:chat:${randomUUID()}`;
       // Sent without a notification, as a process's own ingress does when it announces the job itself.
@@ -151,7 +134,7 @@ describe('turn workers', () => {
   it("run a job its own ingress stored without a fetch, its turn's start taking it; fetched as usual when that start cannot", async () => {
     const { runner, started } = heldRunner();
     workers = await settledWorkers(runner, { concurrency: 4 });
-    const fetches = countFetches();
+    const fetches = countFetches(jobs.boss);
     try {
       const conversation = `p:chat:${randomUUID()}`;
       const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
