@@ -47,6 +47,8 @@ export interface Settings {
   embeddings?: EmbeddingSettings;
   /** Platform settings by connector id, as each registry entry parsed them; a connector starts when it has some. */
   connectors: Record<string, unknown>;
+  /** PARLOR_TURN_CONCURRENCY: how many turns one process runs at once (each in a conversation of its own). */
+  turnConcurrency?: number;
 }
 
 const NO_MODEL =
@@ -153,6 +155,11 @@ export function parseSettings(
     throw new ConfigError(`PARLOR_HTTP_PORT=${portText} is not a port number (0-65535)`);
   }
 
+  const turnsText = optional(env, 'PARLOR_TURN_CONCURRENCY');
+  if (turnsText !== undefined && (!/^\d+$/.test(turnsText) || Number(turnsText) < 1 || Number(turnsText) > 1000)) {
+    throw new ConfigError(`PARLOR_TURN_CONCURRENCY=${turnsText} is not a whole number from 1 to 1000 (turns one process runs at once)`);
+  }
+
   const timezone = optional(env, 'PARLOR_TIMEZONE') ?? 'UTC';
   try {
     new Intl.DateTimeFormat('en', { timeZone: timezone });
@@ -185,6 +192,7 @@ export function parseSettings(
     webSearch: webSearch(env),
     embeddings: embeddings(env),
     connectors,
+    ...(turnsText !== undefined ? { turnConcurrency: Number(turnsText) } : {}),
   };
 }
 

@@ -121,6 +121,15 @@ describe('bad values name their variable on one line', () => {
     expectOneLine(() => parse({ PARLOR_HTTP_PORT: value }), 'PARLOR_HTTP_PORT');
   });
 
+  it.each(['0', '1001', '2.5', 'many'])('PARLOR_TURN_CONCURRENCY=%s', (value) => {
+    expectOneLine(() => parse({ PARLOR_TURN_CONCURRENCY: value }), 'PARLOR_TURN_CONCURRENCY');
+  });
+
+  it('takes a turn concurrency, and leaves it unset (the default) when not given', () => {
+    expect(parse({ PARLOR_TURN_CONCURRENCY: '4' }).turnConcurrency).toBe(4);
+    expect(parse({}).turnConcurrency).toBeUndefined();
+  });
+
   it('accepts the port range ends', () => {
     expect(parse({ PARLOR_HTTP_PORT: '0' }).http.port).toBe(0);
     expect(parse({ PARLOR_HTTP_PORT: '65535' }).http.port).toBe(65535);
