@@ -8,7 +8,7 @@
 //
 // Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (100 DMs), LOG_LEVEL (warn, Parlor's),
 // BENCH_PROFILE (1: take the profiled burst), BENCH_PROFILE_TOP (N: its N costliest functions), BENCH_PROFILE_FILE
-// (a path: the raw profile, which DevTools opens), BENCH_DB_DELAY_MS (Parlor's database that far away, each way).
+// (a path: the raw profile, which DevTools opens), BENCH_DB_DELAY_MS (Parlor's database that far away, each way); PARLOR_TURN_CONCURRENCY is passed on to Parlor.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { createServer, request } from 'node:http';
@@ -192,6 +192,7 @@ async function main() {
       TELEGRAM_API_ROOT: apiRoot,
       TELEGRAM_WEBHOOK_URL: `http://127.0.0.1:${forwarderPort}`,
       LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      ...(process.env.PARLOR_TURN_CONCURRENCY ? { PARLOR_TURN_CONCURRENCY: process.env.PARLOR_TURN_CONCURRENCY } : {}),
     },
     parlorPort,
   );
