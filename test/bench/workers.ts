@@ -62,7 +62,15 @@ async function main() {
   // The ingress: the connector and the queue, no turns of its own.
   const ingress = await startApp({ settings, log: pino({ level: 'warn' }), worker: false, http: false, connectors: () => [chat] });
   // A worker knows the connectors of the deployment by their settings (it runs none): a token says Telegram is there.
-  const childEnv = { ...process.env, ...env, LOG_LEVEL: 'info', TELEGRAM_BOT_TOKEN: '123456:AAbench-worker-never-connects' };
+  // Eight turns at once per worker (unless PARLOR_TURN_CONCURRENCY says otherwise), so that with the model taking 2 s
+  // the chats outnumber the places of one worker and what more workers add shows.
+  const childEnv = {
+    PARLOR_TURN_CONCURRENCY: '8',
+    ...process.env,
+    ...env,
+    LOG_LEVEL: 'info',
+    TELEGRAM_BOT_TOKEN: '123456:AAbench-worker-never-connects',
+  };
 
   const results: string[] = [];
   let round = 0;
