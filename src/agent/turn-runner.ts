@@ -25,7 +25,7 @@ import { stripInternalText } from './visible-text.ts';
 import { createTurnStart, JobNotClaimed, type BegunTurn, type StartedTurn, type TurnJob } from './turn-start.ts';
 import { turnToolContext } from './turn-context.ts';
 import { buildSystemPrompt } from './prompt.ts';
-import { answersInText, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
+import { answersInText, type Origin, type TurnKind } from '#src/turns.ts';
 import type { Subagents } from '#src/subagents/service.ts';
 import type { PersonaMail } from '#src/subagents/persona-mail.ts';
 import type { UserModelEntry } from '#src/memory/store.ts';
@@ -118,7 +118,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
   const { replyStreamFor, conclude, deliverTo, warnPrimary, startTyping } = createTurnOutput(deps);
-  const { begin, beginIn } = createTurnStart(deps);
+  const { begin, beginIn, userModelInStart } = createTurnStart(deps);
 
   async function run(job: TurnJob): Promise<void> {
     const { data } = job;
@@ -155,7 +155,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     // Whom the turn acts for is known from its job (unless a group's outsider is read): a user turn's start reads their
     // model in its statement; another turn's (or one run again) is read beside it.
     const sender = data.origin?.sender;
-    const inStart = modelReadInStart(data, again);
+    const inStart = userModelInStart(data, again);
     const readBeside = inStart !== undefined ? undefined : userModelFor(persona, data.kind, sender, log);
     const started = await begin(job, persona, again, inStart).catch((err: unknown) => {
       throw databaseUnavailable(err) ? new DatabaseAway(err instanceof Error ? err.message : String(err)) : err;
@@ -373,15 +373,9 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  /** Whom a user turn acts for, when its start reads their model in its statement (its first run only). */
-  function modelReadInStart(data: TurnJobData, again: boolean): string | undefined {
-    const sender = data.origin?.sender;
-    return data.kind === 'user' && !again && !!deps.userModel && sender !== undefined ? sender : undefined;
-  }
-
   return {
     run,
-    beginIn: (job, client) => beginIn(job, client, modelReadInStart(job.data, false)),
+    beginIn,
     cancel(turnId) {
       const controller = active.get(turnId);
       if (controller) {

@@ -69,7 +69,7 @@ export interface StartedTurn {
  * there is nothing to run (nothing waiting, or a turn run before that has ended or only had its reply to deliver).
  * `beginIn` is a user turn's start alone, for its message's transaction to carry.
  */
-export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'delivery' | 'log' | 'history'>) {
+export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'delivery' | 'log' | 'history' | 'userModel'>) {
   const { db } = deps.database;
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
@@ -177,9 +177,16 @@ export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'deliver
     });
   }
 
+  /** Whom a user turn acts for, when its start reads their model in its statement (its first run only). */
+  function userModelInStart(data: TurnJobData, again: boolean): string | undefined {
+    const sender = data.origin?.sender;
+    return data.kind === 'user' && !again && !!deps.userModel && sender !== undefined ? sender : undefined;
+  }
+
   return {
     begin,
-    /** A user turn's start as a statement on `client`, the transaction storing its message (see TurnRunner.beginIn). */
-    beginIn: (job: TurnJob, client: postgres.Sql, userModelOf?: string) => startUser(client, job, userModelOf, true),
+    userModelInStart,
+    /** A user turn's start as a statement on `client`, right behind the transaction storing its message (see TurnRunner.beginIn). */
+    beginIn: (job: TurnJob, client: postgres.Sql) => startUser(client, job, userModelInStart(job.data, false), true),
   };
 }

@@ -256,19 +256,14 @@ export function createIngress(deps: IngressDeps) {
         else place?.drop();
         throw err;
       }
-      if (stored === 'stored') {
-        if (place && begun) place.run(begun);
-        else deps.queued?.(conversationId, jobId, data);
-        return stored;
-      }
-      // Not stored: its start took the job only if other messages were waiting, and then runs for them.
-      const start = place && begun ? await begun.catch(() => undefined) : undefined;
-      if (place && begun && start?.start.jobClaimed) {
+      // Stored, its turn runs here; not stored, only if its start took the job (other messages were waiting).
+      if (place && begun && (stored === 'stored' || (await begun.catch(() => undefined))?.start.jobClaimed)) {
         place.run(begun);
         return stored;
       }
       place?.drop();
-      await deps.jobs.deleteTurn(jobId).catch((err: unknown) => log.warn({ err }, 'a turn job without its message could not be deleted; it runs and reads nothing'));
+      if (stored === 'stored') deps.queued?.(conversationId, jobId, data);
+      else await deps.jobs.deleteTurn(jobId).catch((err: unknown) => log.warn({ err }, 'a turn job without its message could not be deleted; it runs and reads nothing'));
       return stored;
     };
     const mayAnswer = !!deps.questions && event.kind === 'message';

@@ -151,7 +151,7 @@ export async function startTurnWorkers(
 
   /**
    * With `claim`, the job was not fetched: its turn's start takes it from the queue, or nothing runs. `held` is the
-   * place kept for it while its start ran in the transaction that stored it (`begun`).
+   * place kept for it while its start went out behind the transaction that stored it (`begun`).
    */
   function start(job: Job<TurnJobData>, claim = false, held: Held = place(job, claim), begun?: Promise<BegunTurn>): void {
     const { controller } = held;

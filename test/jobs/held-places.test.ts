@@ -74,6 +74,13 @@ async function startedWorkers(runner: TurnRunner, concurrency: number) {
 }
 
 const userTurn = (conversationId: string) => ({ conversationId, persona: 'p', kind: 'user' as const });
+/** Ends a turn the test's runner holds, and waits for its job to be completed. */
+async function finish(turn: { end: () => void }, id: string) {
+  turn.end();
+  await until(async () => (await state(id)) === 'completed', 3000);
+}
+/** A user turn's job in the queue, waiting, as the ingress stores it. */
+const sendJob = (conversationId: string, id: string) => jobs.boss.send(QUEUES.turn, userTurn(conversationId), { id, singletonKey: conversationId });
 const state = async (id: string) => (await db.database.sql`select state from pgboss.job where id = ${id}`)[0]?.state as string | undefined;
 
 describe('a place held for a turn whose message is being stored', () => {
@@ -90,7 +97,7 @@ describe('a place held for a turn whose message is being stored', () => {
     // The ingress sends the start behind its transaction, on its connection.
     const begun = place.statement(db.database.sql);
     expect(beginnings).toEqual([{ job: { id, data: userTurn(conversation), claim: { taken: false } }, client: db.database.sql }]);
-    await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id, singletonKey: conversation });
+    await sendJob(conversation, id);
     await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id = ${id}::uuid`;
     await db.database.sql`select pg_notify('parlor_turn', ${turnNotice(conversation, id)})`;
     place.run(begun);
@@ -99,8 +106,7 @@ describe('a place held for a turn whose message is being stored', () => {
     await new Promise((r) => setTimeout(r, 200));
     expect(fetches.count).toBe(0);
     expect(started).toHaveLength(1);
-    started[0].end();
-    await until(async () => (await state(id)) === 'completed', 3000);
+    await finish(started[0], id);
   });
 
   it('is a place taken: none past the concurrency, none for a conversation running here or a background turn; dropped, it is free again', async () => {
@@ -143,15 +149,14 @@ describe('a place held for a turn whose message is being stored', () => {
     const id = randomUUID();
     workers.expect(id);
     const place = workers.hold(conversation, id, userTurn(conversation))!;
-    await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id, singletonKey: conversation });
+    await sendJob(conversation, id);
     place.run(Promise.resolve(begunTurn(false)));
     await until(() => started.length === 1, 3000);
     expect(fetches.count).toBeGreaterThanOrEqual(1);
     expect(started[0].job).toMatchObject({ id, retryCount: 0 });
     expect(started[0].job.begun).toBeUndefined();
     expect(await state(id)).toBe('active');
-    started[0].end();
-    await until(async () => (await state(id)) === 'completed', 3000);
+    await finish(started[0], id);
   });
 
   it('dropped, lets a job of its conversation announced meanwhile be fetched at once', async () => {
@@ -162,7 +167,7 @@ describe('a place held for a turn whose message is being stored', () => {
     // A second message of the conversation is stored meanwhile, by the usual way: its conversation counts as busy here.
     const next = randomUUID();
     workers.expect(next);
-    await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id: next, singletonKey: conversation });
+    await sendJob(conversation, next);
     workers.announce(conversation, next, userTurn(conversation));
     await new Promise((r) => setTimeout(r, 200));
     expect(started).toHaveLength(0);
@@ -170,8 +175,7 @@ describe('a place held for a turn whose message is being stored', () => {
     place.drop();
     await until(() => started.length === 1, 3000);
     expect(started[0].job.id).toBe(next);
-    started[0].end();
-    await until(async () => (await state(next)) === 'completed', 3000);
+    await finish(started[0], next);
   });
 
   it('run as the process stops, does not start its turn, and gives a job its start took back to the queue', async () => {
@@ -180,7 +184,7 @@ describe('a place held for a turn whose message is being stored', () => {
     const conversation = `p:chat:${randomUUID()}`;
     const id = randomUUID();
     const place = workers.hold(conversation, id, userTurn(conversation))!;
-    await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id, singletonKey: conversation });
+    await sendJob(conversation, id);
     await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id = ${id}::uuid`;
     const stopping = workers.stop(0);
     place.run(Promise.resolve(begunTurn(true)));
@@ -198,7 +202,7 @@ describe('a place held for a turn whose message is being stored', () => {
       const id = randomUUID();
       workers.expect(id);
       const place = workers.hold(conversation, id, userTurn(conversation))!;
-      await jobs.boss.send(QUEUES.turn, userTurn(conversation), { id, singletonKey: conversation });
+      await sendJob(conversation, id);
       // Another job's notification makes the workers fetch: the queue hands out this one (it waits, and is first).
       workers.announce(`p:chat:${randomUUID()}`, randomUUID());
       await until(async () => (await state(id)) === 'active', 3000);
@@ -210,8 +214,7 @@ describe('a place held for a turn whose message is being stored', () => {
       await until(() => started.length === 1, 3000);
       expect(started[0].job).toMatchObject({ id, retryCount: 0 });
       expect(started[0].job.claim).toBeUndefined();
-      started.pop()!.end();
-      await until(async () => (await state(id)) === 'completed', 3000);
+      await finish(started.pop()!, id);
       expect(started).toHaveLength(0);
     }
   });
