@@ -95,11 +95,23 @@ interface Figures {
   p50: number;
   p99: number;
   rate: number;
+  /** CPU per DM of this process (the emulator, the forwarder, the fake model) and of the floor's bot, ms. */
+  benchCpu: number;
+  echoCpu?: number;
 }
 
 function line(f: Figures) {
-  return `${f.label.padEnd(40)} n=${String(f.n).padEnd(4)} p50 ${f.p50.toFixed(1).padStart(6)} ms  p99 ${f.p99.toFixed(1).padStart(6)} ms  ${f.rate.toFixed(0).padStart(4)} DMs/s`;
+  return (
+    `${f.label.padEnd(40)} n=${String(f.n).padEnd(4)} p50 ${f.p50.toFixed(1).padStart(6)} ms  p99 ${f.p99.toFixed(1).padStart(6)} ms  ${f.rate.toFixed(0).padStart(4)} DMs/s` +
+    `  bench CPU ${f.benchCpu.toFixed(1)} ms/DM${f.echoCpu === undefined ? '' : `, floor bot ${f.echoCpu.toFixed(1)}`}`
+  );
 }
+
+/** This process's CPU (user and system), ms. */
+const ownCpuMs = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1000;
+};
 
 /** What the Parlor process and Postgres spent over a run, per DM. */
 interface Costs {
@@ -214,6 +226,8 @@ async function main() {
   async function burst(token: string, label: string, chats = CHATS, perChat = PER_CHAT): Promise<Figures> {
     const samples: number[] = [];
     const started = performance.now();
+    const cpu0 = ownCpuMs();
+    const echo0 = processCpuMs(echo.pid!);
     await Promise.all(
       Array.from({ length: chats }, async (_, i) => {
         const userId = 5000 + i;
@@ -228,9 +242,12 @@ async function main() {
       }),
     );
     const elapsed = performance.now() - started;
+    const benchCpu = (ownCpuMs() - cpu0) / samples.length;
+    const echo1 = processCpuMs(echo.pid!);
+    const echoCpu = token === ECHO_TOKEN && echo0 !== undefined && echo1 !== undefined ? (echo1 - echo0) / samples.length : undefined;
     forget();
     const s = samples.sort((a, b) => a - b);
-    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000) };
+    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), benchCpu, echoCpu };
   }
 
   /** One DM in flight, going round the chats (one chat sending without pause would measure per-chat pacing). */
@@ -239,6 +256,8 @@ async function main() {
     const toModel: number[] = [];
     const fromModel: number[] = [];
     const started = performance.now();
+    const cpu0 = ownCpuMs();
+    const echo0 = processCpuMs(echo.pid!);
     for (let n = 0; n < count; n++) {
       const userId = 5000 + (n % CHATS);
       const client = emulator.getClient(token, { userId, chatId: userId, type: 'private', firstName: 'U', userName: `u${n}` });
@@ -256,9 +275,12 @@ async function main() {
       }
     }
     const elapsed = performance.now() - started;
+    const benchCpu = (ownCpuMs() - cpu0) / samples.length;
+    const echo1 = processCpuMs(echo.pid!);
+    const echoCpu = token === ECHO_TOKEN && echo0 !== undefined && echo1 !== undefined ? (echo1 - echo0) / samples.length : undefined;
     forget();
     const s = samples.sort((a, b) => a - b);
-    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), toModel, fromModel };
+    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), benchCpu, echoCpu, toModel, fromModel };
   }
 
   /** Runs `fn` (which sends `dms` DMs to Parlor) and measures what Parlor and Postgres spent on them. */
@@ -359,11 +381,12 @@ async function main() {
   row('SQL planning time in Postgres, ms', (c) => c.statements && c.statements.planMs / c.dms, 2);
   if (!database.statements) console.log('  (pg_stat_statements is not available on this server: no statement figures)');
   if (parlorBurst.costs.statements) {
-    console.log('\n  statements of the burst, per DM (calls, mean ms executing, mean ms planning)');
+    console.log('\n  statements of the burst, per DM (calls, mean ms executing, mean ms planning, % of calls planned)');
     for (const r of parlorBurst.costs.statements.byQuery.slice(0, 40)) {
       const perDm = r.calls / parlorBurst.costs.dms;
       if (perDm < 0.05) continue;
-      console.log(`    ${perDm.toFixed(2).padStart(6)}  ${(r.ms / r.calls).toFixed(3).padStart(7)}  ${(r.planMs / r.calls).toFixed(3).padStart(7)}  ${statementLabel(r.query)}`);
+      const planned = `${((r.plans / r.calls) * 100).toFixed(0)} %`;
+      console.log(`    ${perDm.toFixed(2).padStart(6)}  ${(r.ms / r.calls).toFixed(3).padStart(7)}  ${(r.planMs / r.calls).toFixed(3).padStart(7)}  ${planned.padStart(5)}  ${statementLabel(r.query)}`);
     }
   }
 

@@ -108,7 +108,7 @@ export function postgresCpuBetween(a: PostgresCpuSample | undefined, b: Postgres
 
 export interface StatementStats {
   /** Statements of the database, by query text (normalised by pg_stat_statements). */
-  byQuery: { query: string; calls: number; ms: number; planMs: number }[];
+  byQuery: { query: string; calls: number; plans: number; ms: number; planMs: number }[];
   calls: number;
   /** Time Postgres spent planning them (0 unless pg_stat_statements.track_planning is on). */
   planMs: number;
@@ -126,8 +126,8 @@ export async function resetStatements(sql: postgres.Sql): Promise<boolean> {
 
 /** The statements run in this database since the last reset, without the benchmark's own. */
 export async function readStatements(sql: postgres.Sql): Promise<StatementStats | undefined> {
-  const rows = await sql<{ query: string; calls: number; ms: number; planMs: number }[]>`
-    select query, calls::int as calls, total_exec_time as ms, total_plan_time as "planMs" from pg_stat_statements
+  const rows = await sql<{ query: string; calls: number; plans: number; ms: number; planMs: number }[]>`
+    select query, calls::int as calls, plans::int as plans, total_exec_time as ms, total_plan_time as "planMs" from pg_stat_statements
     where dbid = (select oid from pg_database where datname = current_database())
       and query not like '%pg_stat_statements%' and query not like '%pg_current_snapshot%'
     order by calls desc`.catch(() => undefined);
