@@ -41,6 +41,8 @@ export interface DeliveryResult {
   thread?: string;
   /** Sent, and the end of its turn (`endsTurn`) was recorded with it. */
   turnEnded?: boolean;
+  /** Sent, and the turn's job (`endsTurn.job`) completed with it. */
+  jobCompleted?: boolean;
 }
 
 /** The job that starts a turn: every reason a conversation takes one is a job on the turn queue. */

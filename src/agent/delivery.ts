@@ -137,7 +137,8 @@ export function createDelivery(deps: {
       return { status: 'failed', error: message };
     }
     // The platform has it: recorded whatever it takes, or another process would send it again.
-    await record(row, 'the send', () => markOutboundSent(db, row.id, sent.ids, attempts, endsTurn));
+    let jobCompleted = false;
+    await record(row, 'the send', async () => ({ jobCompleted } = await markOutboundSent(db, row.id, sent.ids, attempts, endsTurn)));
     // The thread the reply landed in is the persona's: what people post in it continues the reply's conversation
     // (without a new mention), whether the connector opened it for the reply or the conversation began in it.
     if (sent.thread && row.conversationId && !(threadKnown && sent.thread === row.thread)) {
@@ -145,7 +146,13 @@ export function createDelivery(deps: {
         log.warn({ err, conversation: row.conversationId }, 'the thread of a reply could not be recorded'),
       );
     }
-    return { status: 'sent', ids: sent.ids, ...(sent.thread ? { thread: sent.thread } : {}), ...(endsTurn ? { turnEnded: true } : {}) };
+    return {
+      status: 'sent',
+      ids: sent.ids,
+      ...(sent.thread ? { thread: sent.thread } : {}),
+      ...(endsTurn ? { turnEnded: true } : {}),
+      ...(jobCompleted ? { jobCompleted } : {}),
+    };
   }
 
   async function drain(): Promise<void> {

@@ -9,7 +9,7 @@ import { primaryTarget } from '#src/tools/targets.ts';
 import { backgroundFailureWarning, type DeliveryTarget, type Origin, type TurnJobData, type TurnKind } from '#src/turns.ts';
 import type { LoopResult } from './loop.ts';
 import { createReplyStream, type ReplyStream } from './reply-stream.ts';
-import type { TurnJob, TurnRunnerDeps } from './turn-runner.ts';
+import type { TurnJob, TurnOutcome, TurnRunnerDeps } from './turn-runner.ts';
 
 const TYPING_REFRESH_MS = 4000;
 const TYPING_AFTER_MS = 250;
@@ -59,7 +59,8 @@ export function createTurnOutput(deps: TurnOutputDeps) {
 
   /**
    * Delivers what the turn says and records its end. `answer`: the turn's last message, when it is its answer and not
-   * stored yet: written with the reply's ledger row, else on its own.
+   * stored yet: written with the reply's ledger row, else on its own. Says whether the turn's job was completed with
+   * the reply's sent mark (else the workers complete it).
    */
   async function conclude(
     job: TurnJob,
@@ -70,10 +71,11 @@ export function createTurnOutput(deps: TurnOutputDeps) {
     log: Logger,
     stream?: ReplyStream,
     answer?: ChatMessage,
-  ) {
+  ): Promise<TurnOutcome> {
     const { data } = job;
     let answerStored = false;
     let ended = false;
+    let jobCompleted = false;
     if (data.kind === 'persona') {
       // A message from another persona: the answer is its reply, for the sender (waiting for it, or in its inbox).
       await deps.personaMail?.answered(data, result.reply);
@@ -105,11 +107,12 @@ export function createTurnOutput(deps: TurnOutputDeps) {
       }
     } else if (result.reply && data.origin) {
       // A user turn's reply is its last word: its end is recorded with the reply's sent mark.
-      const endsTurn = data.kind === 'user' ? turnEnd(result) : undefined;
+      const endsTurn = data.kind === 'user' ? { ...turnEnd(result), job: { id: job.id, retryCount: job.retryCount ?? 0 } } : undefined;
       const delivered = await deliverTo(data.origin, turnId, 'reply', result.reply, data.conversationId, { replyTo, transcript: answer, endsTurn });
       // The ledger row held it unless the row was there before (a rerun's), whose first writing held it then.
       answerStored = true;
       ended = delivered.turnEnded === true;
+      jobCompleted = delivered.jobCompleted === true;
       if (delivered.status === 'failed') result = { ...result, error: `reply not delivered: ${delivered.error}` };
     }
     if (answer && !answerStored) await insertMessage(bookkeeping, { conversationId: data.conversationId, turnId, message: answer });
@@ -123,6 +126,7 @@ export function createTurnOutput(deps: TurnOutputDeps) {
       log.warn({ url: deps.modelUrl, status: result.modelError.status, kind: result.modelError.kind, error: result.modelError.message }, 'the model call failed; the turn ends without an answer');
     }
     log.info({ status: result.status, modelCalls: result.modelCalls, tokens: result.usage }, 'turn finished');
+    return { jobCompleted };
   }
 
   /** A background turn that fails says so in the persona's primary chat, never silently. */

@@ -22,7 +22,7 @@ import type { ReplyStream } from './reply-stream.ts';
 import { createTurnOutput } from './turn-output.ts';
 import { answeredBeforeCrash, rerunInterruptedCalls } from './resume.ts';
 import { stripInternalText } from './visible-text.ts';
-import { createTurnStart, JobNotClaimed, type BegunTurn, type StartedTurn, type TurnJob } from './turn-start.ts';
+import { createTurnStart, JobNotClaimed, type BegunTurn, type StartedTurn, type TurnJob, type TurnOutcome } from './turn-start.ts';
 import { turnToolContext } from './turn-context.ts';
 import { buildSystemPrompt } from './prompt.ts';
 import { answersInText, type Origin, type TurnKind } from '#src/turns.ts';
@@ -30,7 +30,7 @@ import type { Subagents } from '#src/subagents/service.ts';
 import type { PersonaMail } from '#src/subagents/persona-mail.ts';
 import type { UserModelEntry } from '#src/memory/store.ts';
 
-export { JobNotClaimed, type BegunTurn, type TurnJob } from './turn-start.ts';
+export { JobNotClaimed, type BegunTurn, type TurnJob, type TurnOutcome } from './turn-start.ts';
 
 export interface TurnRunnerDeps {
   database: Database;
@@ -94,7 +94,7 @@ const DATABASE_RUNS = 5;
 const SHUTDOWN = 'shutdown';
 
 export interface TurnRunner {
-  run(job: TurnJob): Promise<void>;
+  run(job: TurnJob): Promise<TurnOutcome | void>;
   /** Stops a turn running in this process; false when it runs elsewhere or not at all. */
   cancel(turnId: string): boolean;
   /** Interrupts every running turn, and any that starts from now on, so their jobs are retried (shutdown). */
@@ -120,7 +120,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   const { replyStreamFor, conclude, deliverTo, warnPrimary, startTyping } = createTurnOutput(deps);
   const { begin, beginIn, userModelInStart } = createTurnStart(deps);
 
-  async function run(job: TurnJob): Promise<void> {
+  async function run(job: TurnJob): Promise<TurnOutcome | void> {
     const { data } = job;
     const log = deps.log.child({ conversation: data.conversationId, kind: data.kind });
     const persona = deps.personas().find((p) => p.name === data.persona);
@@ -150,7 +150,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
     }
   }
 
-  async function runOnce(job: TurnJob, persona: Persona, again: boolean, log: Logger, said: Said): Promise<void> {
+  async function runOnce(job: TurnJob, persona: Persona, again: boolean, log: Logger, said: Said): Promise<TurnOutcome | void> {
     const { data } = job;
     // Whom the turn acts for is known from its job (unless a group's outsider is read): a user turn's start reads their
     // model in its statement; another turn's (or one run again) is read beside it.
@@ -184,7 +184,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
         turnLog.info('turn released; it continues at the next start');
         throw new TurnInterrupted('interrupted by shutdown');
       }
-      await conclude(job, persona, turnId, result, started.replyTo, turnLog, stream, said.answer);
+      return await conclude(job, persona, turnId, result, started.replyTo, turnLog, stream, said.answer);
     } catch (err) {
       if (err instanceof TurnInterrupted) throw err;
       if (databaseUnavailable(err)) throw new DatabaseAway(err instanceof Error ? err.message : String(err));

@@ -34,6 +34,12 @@ export interface TurnJob {
   begun?: Promise<BegunTurn>;
 }
 
+/** How a turn run ended, for the workers that ran its job. */
+export interface TurnOutcome {
+  /** Its job was completed with the turn's end (with the reply's sent mark): the workers need not complete it. */
+  jobCompleted: boolean;
+}
+
 /** A user turn begun by its message's own transaction: its id and what its start statement answered. */
 export interface BegunTurn {
   turnId: string;

@@ -1,5 +1,6 @@
 import { and, asc, eq, inArray, lt, sql } from 'drizzle-orm';
 import type { ChatMessage } from '#src/llm/types.ts';
+import { QUEUES } from '#src/jobs/queues.ts';
 import { turnEndAssignments, type TurnEnd } from './turns.ts';
 import { clientOf, rowReader, type Queryable } from './client.ts';
 import { outboundMessages } from './schema.ts';
@@ -161,20 +162,38 @@ export async function outboundOrphaned(db: Queryable, id: number): Promise<boole
   return rows.length > 0;
 }
 
-/** Records that the platform has the message; with `endsTurn`, its turn's end too, in the same statement. */
-export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number, endsTurn?: TurnEnd): Promise<void> {
+/**
+ * Records that the platform has the message; with `endsTurn`, its turn's end too, in the same statement, and the
+ * turn's job completed when `endsTurn.job` names its attempt (true: it was, as the queue's completion would have).
+ */
+export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number, endsTurn?: TurnEnd): Promise<{ jobCompleted: boolean }> {
   const client = clientOf(db);
   const sent = client`
     update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
     where id = ${id}`;
   if (!endsTurn) {
     await sent;
-    return;
+    return { jobCompleted: false };
   }
-  await client`
-    with sent as (${sent} returning turn_id)
-    update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`;
+  const ended = client`update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`;
+  const job = endsTurn.job && UUID.test(endsTurn.job.id) ? endsTurn.job : undefined;
+  if (!job) {
+    await client`with sent as (${sent} returning turn_id) ${ended}`;
+    return { jobCompleted: false };
+  }
+  const [row] = await client<{ job_completed: boolean }[]>`
+    with sent as (${sent} returning turn_id), ended as (${ended}), completed as (
+      -- As pg-boss completes a job it handed out: only while this attempt holds it.
+      update pgboss.job set completed_on = pgboss.job_now(), state = 'completed'
+      where name = ${QUEUES.turn} and id = ${job.id}::uuid and state = 'active' and retry_count = ${job.retryCount}
+        and exists (select 1 from sent)
+      returning 1
+    )
+    select exists (select 1 from completed) as job_completed`;
+  return { jobCompleted: row?.job_completed === true };
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export async function markOutboundFailed(db: Queryable, id: number, error: string, attempts: number): Promise<void> {
   await db.update(outboundMessages).set({ status: 'failed', error, attempts }).where(eq(outboundMessages.id, id));

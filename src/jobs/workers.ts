@@ -68,7 +68,7 @@ interface Held {
  * Runs turn jobs in this process, up to `concurrency` at once, while the queue keeps one turn per conversation. The
  * queue's statements are shared between turns: one fetch takes a job for every free place, and the jobs that end
  * while a completion is being written are completed together by the next one, so a busy process writes one statement
- * for several turns. When a turn job is enqueued anywhere, every process hears of its conversation: a process with a
+ * for several turns (a user turn that ends with its reply has its job completed with the reply's sent mark instead). When a turn job is enqueued anywhere, every process hears of its conversation: a process with a
  * free place fetches at once, and one that is running that conversation fetches when its turn's job is completed.
  */
 export async function startTurnWorkers(
@@ -167,7 +167,8 @@ export async function startTurnWorkers(
         ...(begun ? { begun } : {}),
       })
       .then(
-        () => completer.add(job),
+        // Completed with the reply's sent mark, or here (with others that end meanwhile).
+        (outcome) => (outcome?.jobCompleted ? undefined : completer.add(job)),
         (err: unknown) => {
           // Taken by another process first, or not its conversation's next: the queue hands it out as usual.
           if (err instanceof JobNotClaimed) notClaimed = true;

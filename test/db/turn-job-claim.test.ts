@@ -5,6 +5,8 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureConversation } from '../../src/db/conversations.ts';
 import { insertMessage } from '../../src/db/messages.ts';
+import { connectDatabase } from '../../src/db/client.ts';
+import { insertOutbound, markOutboundSent } from '../../src/db/outbound-messages.ts';
 import { startUserTurn } from '../../src/db/turns.ts';
 import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
@@ -106,5 +108,72 @@ describe("a turn's start taking its job from the queue", () => {
     expect((await start(conversationId, jobId)).jobClaimed).toBe(false);
     await t.database.sql`update pgboss.job set start_after = now() - interval '1 second' where id = ${jobId}::uuid`;
     expect((await start(conversationId, jobId)).jobClaimed).toBe(true);
+  });
+});
+
+describe("a turn's job completed with its reply's sent mark", () => {
+  /** A turn begun on its job, and its reply written to the ledger (as the turn leaves them before the send). */
+  async function replying() {
+    const { conversationId, jobId } = await waiting();
+    const turnId = randomUUID();
+    expect((await start(conversationId, jobId, turnId)).jobClaimed).toBe(true);
+    const row = (await insertOutbound(t.database.db, {
+      dedupeKey: `turn:${turnId}:reply`, turnId, conversationId, connector: 'chat', chat: conversationId, text: 'hi', status: 'sending', claimedBy: 'me',
+    }))!;
+    return { conversationId, jobId, turnId, row };
+  }
+  const end = { status: 'ok', inputTokens: 1, outputTokens: 1, modelCalls: 1 };
+
+  it('is completed in the same statement, as the queue completes it: the conversation’s next job is handed out', async () => {
+    const { conversationId, jobId, row } = await replying();
+    const { jobId: next } = await waiting(conversationId);
+    expect(await jobs.boss.fetch(QUEUES.turn, { batchSize: 10 })).toEqual([]);
+    expect(await markOutboundSent(t.database.db, row.id, ['m1'], 1, { ...end, job: { id: jobId, retryCount: 0 } })).toEqual({ jobCompleted: true });
+    expect((await jobState(jobId)).state).toBe('completed');
+    expect((await jobs.boss.fetch(QUEUES.turn, { batchSize: 10 })).map((j) => j.id)).toEqual([next]);
+    await jobs.boss.complete(QUEUES.turn, [{ id: next, retryCount: 0 }]);
+  });
+
+  it('is left to the queue when the attempt no longer holds it (taken back and handed out again)', async () => {
+    const { jobId, row } = await replying();
+    expect(await markOutboundSent(t.database.db, row.id, ['m2'], 1, { ...end, job: { id: jobId, retryCount: 1 } })).toEqual({ jobCompleted: false });
+    expect(await jobState(jobId)).toEqual({ state: 'active', retry_count: 0 });
+    // The message and the turn's end are recorded all the same.
+    const [ledger] = await t.database.sql`select status from outbound_messages where id = ${row.id}`;
+    expect(ledger.status).toBe('sent');
+    await jobs.boss.complete(QUEUES.turn, [{ id: jobId, retryCount: 0 }]);
+  });
+
+  it('is not completed when the sent mark finds no message to mark', async () => {
+    const { jobId } = await replying();
+    expect(await markOutboundSent(t.database.db, -1, ['m3'], 1, { ...end, job: { id: jobId, retryCount: 0 } })).toEqual({ jobCompleted: false });
+    expect((await jobState(jobId)).state).toBe('active');
+    await jobs.boss.complete(QUEUES.turn, [{ id: jobId, retryCount: 0 }]);
+  });
+});
+
+describe("a turn's start on a connection whose commits wait for the disk", () => {
+  it('does not wait itself, and leaves the connection as it was', async () => {
+    const { conversationId, jobId } = await waiting();
+    const c = await t.database.sql.reserve();
+    try {
+      // The WAL flushes this connection's own session made (the server's WAL writer flushes an unwaited commit).
+      const flushes = async () => {
+        await c`select pg_stat_force_next_flush()`;
+        const [row] = await c<{ n: number }[]>`select coalesce(sum(fsyncs), 0)::int as n from pg_stat_get_backend_io(pg_backend_pid()) where object = 'wal'`;
+        return row.n;
+      };
+      const before = await flushes();
+      expect((await startUserTurn(c, { id: randomUUID(), conversationId, persona: 'ana', jobId }, { claimJob: true })).jobClaimed).toBe(true);
+      expect(await flushes()).toBe(before);
+      const [{ synchronous_commit }] = await c`show synchronous_commit`;
+      expect(synchronous_commit).toBe('on');
+      // The next statement's commit waits, as the connection's always did.
+      await c`update conversations set last_activity_at = now() where id = ${conversationId}`;
+      expect(await flushes()).toBe(before + 1);
+    } finally {
+      c.release();
+    }
+    await jobs.boss.complete(QUEUES.turn, [{ id: jobId, retryCount: 0 }]);
   });
 });
