@@ -5,7 +5,6 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureConversation } from '../../src/db/conversations.ts';
 import { insertMessage } from '../../src/db/messages.ts';
-import { connectDatabase } from '../../src/db/client.ts';
 import { insertOutbound, markOutboundSent } from '../../src/db/outbound-messages.ts';
 import { startUserTurn } from '../../src/db/turns.ts';
 import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
