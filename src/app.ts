@@ -313,7 +313,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     const queued = (conversationId: string, jobId: string, data: TurnJobData) => workers?.announce(conversationId, jobId, data);
     const storing = (jobId: string) => workers?.expect(jobId);
     const hold = (conversationId: string, jobId: string, data: TurnJobData) => workers?.hold(conversationId, jobId, data);
-    const ingress = createIngress({ database, jobs, personas: () => personas, delivery, commands, connectors, log, questions, queued, storing, hold });
+    const ingress = createIngress({ database, personas: () => personas, delivery, commands, connectors, log, questions, queued, storing, hold });
     cleanups.push(() => ingress.stop());
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;

@@ -2,6 +2,8 @@ import { createHash } from 'node:crypto';
 import { lt } from 'drizzle-orm';
 import type postgres from 'postgres';
 import type { ChatMessage } from '#src/llm/types.ts';
+import { insertTurnJob } from '#src/jobs/turn-jobs.ts';
+import type { TurnJobData } from '#src/turns.ts';
 import { CHANNELS, turnNotice } from './channels.ts';
 import { clientOf, type Queryable } from './client.ts';
 import { openInChat } from './questions.ts';
@@ -32,10 +34,10 @@ export type StoredInbound = 'stored' | 'duplicate' | 'question open';
 
 /**
  * A message for a turn, written in one statement: the event recorded (its first delivery only), the conversation
- * marked active (created if need be), the message stored waiting for a turn, and the turn workers woken (at commit).
- * The turn's job is the caller's to enqueue in the same transaction, and its transaction's to roll back unless the
- * message is 'stored'. With `unlessQuestionIn`, nothing is written when a question is open in that chat (the message
- * may be its answer, see the questions module): 'question open'.
+ * marked active (created if need be), the message stored waiting for a turn with its turn's job, and the turn workers
+ * woken (at commit). Nothing else is written unless the message is 'stored'. With `unlessQuestionIn`, nothing is
+ * written when a question is open in that chat (the message may be its answer, see the questions module): 'question
+ * open'.
  */
 export async function storeInboundMessage(
   client: postgres.Sql,
@@ -47,8 +49,8 @@ export async function storeInboundMessage(
     sender: string;
     messageId?: string;
     unlessQuestionIn?: { thread?: string; conversationId?: string };
-    /** The turn job enqueued beside it, named in the notification that wakes the workers. */
-    jobId: string;
+    /** Its turn's job: written with the message (and only then), and named in the notification that wakes the workers. */
+    job: { id: string; data: TurnJobData };
   },
 ): Promise<StoredInbound> {
   const c = row.conversation;
@@ -71,9 +73,9 @@ export async function storeInboundMessage(
       insert into messages (conversation_id, turn_id, role, content, sender, external_id)
       select id, null, ${row.message.role}, ${JSON.stringify(row.message)}, ${row.sender}, ${row.messageId ?? null} from conversation
       returning id
-    )
+    ), job as (${insertTurnJob(client, row.job.id, row.job.data, client`exists (select 1 from message)`)})
     select exists (select 1 from open_question) as question_open, exists (select 1 from event) as fresh,
-      (select count(pg_notify(${CHANNELS.turn}, ${turnNotice(c.id, row.jobId)})) from message) as notified`;
+      (select count(pg_notify(${CHANNELS.turn}, ${turnNotice(c.id, row.job.id)})) from job) as notified`;
   if (result.question_open) return 'question open';
   return result.fresh ? 'stored' : 'duplicate';
 }

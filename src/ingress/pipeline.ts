@@ -11,7 +11,6 @@ import { sentMessageText } from '#src/db/outbound-messages.ts';
 import { claimSenderNotice } from '#src/db/sender-notices.ts';
 import { databaseUnavailable, waitForDatabase } from '#src/db/unavailable.ts';
 import { sleep } from '#src/retry.ts';
-import type { JobSystem } from '#src/jobs/boss.ts';
 import type { Delivery } from '#src/agent/delivery.ts';
 import type { Questions } from '#src/questions/service.ts';
 import { inboundUserMessage } from './attachment-text.ts';
@@ -27,7 +26,6 @@ import type { BegunTurn } from '#src/agent/turn-runner.ts';
 
 export interface IngressDeps {
   database: Database;
-  jobs: Pick<JobSystem, 'enqueueTurn' | 'deleteTurn'>;
   /** A message's turn job was committed (this process's workers may fetch it at once, before its notification). */
   queued?: (conversationId: string, jobId: string, data: TurnJobData) => void;
   /** A turn job is about to be stored (its notification may come back before the commit is confirmed). */
@@ -214,11 +212,10 @@ export function createIngress(deps: IngressDeps) {
       sender: `${event.connector}:${event.sender.id}`,
       ...(event.trusted ? { trusted: true } : {}),
     };
-    // The message, its event and its turn's job in one transaction of two statements, sent together with its BEGIN and
-    // COMMIT; with a place free for it here, the turn's start follows the COMMIT in the same write (a statement of its
-    // own, as the turn would run it, so that nothing it does can undo the message), and the turn begins one round trip
-    // sooner. A job whose message was not stored (a redelivery, or a possible answer) is deleted again: left, it would
-    // only start a turn with nothing to read.
+    // The message, its event and its turn's job in one statement (the job written only with the message: a redelivery,
+    // or a possible answer, leaves none), sent together with its BEGIN and COMMIT; with a place free for it here, the
+    // turn's start follows the COMMIT in the same write (a statement of its own, as the turn would run it, so that
+    // nothing it does can undo the message), and the turn begins one round trip sooner.
     const store = async (unlessQuestionIn?: { thread?: string; conversationId?: string }) => {
       const jobId = randomUUID();
       const data: TurnJobData = { conversationId, persona: persona.name, kind: 'user', origin };
@@ -227,15 +224,10 @@ export function createIngress(deps: IngressDeps) {
       let begun: Promise<BegunTurn> | undefined;
       let stored: StoredInbound;
       try {
-        [, stored] = await inOneTrip<[string | null, StoredInbound]>(
+        [stored] = await inOneTrip<[StoredInbound]>(
           deps.database.sql,
-          async (c) => {
-            let sent!: () => void;
-            const jobSent = new Promise<void>((resolve) => (sent = resolve));
-            const job = deps.jobs.enqueueTurn(data, c, { id: jobId, woken: true, sent });
-            // pg-boss sends its statement a few steps after it is asked to: the message follows it, then COMMIT.
-            await Promise.race([jobSent, job]);
-            const message = storeInboundMessage(c, {
+          async (c) => [
+            storeInboundMessage(c, {
               connector: event.connector,
               externalId: event.externalId,
               conversation: { id: conversationId, persona: persona.name, chat: event.chat.id, thread: event.chat.thread },
@@ -243,10 +235,9 @@ export function createIngress(deps: IngressDeps) {
               sender: origin.sender,
               messageId: event.messageId,
               unlessQuestionIn,
-              jobId,
-            });
-            return [job, message] as const;
-          },
+              job: { id: jobId, data },
+            }),
+          ] as const,
           place && ((c) => (begun = place.statement(c))),
         );
       } catch (err) {
@@ -256,14 +247,13 @@ export function createIngress(deps: IngressDeps) {
         else place?.drop();
         throw err;
       }
-      // Stored, its turn runs here; not stored, only if its start took the job (other messages were waiting).
-      if (place && begun && (stored === 'stored' || (await begun.catch(() => undefined))?.start.jobClaimed)) {
+      // Stored, its turn runs here (not stored, there is no job for its start to take).
+      if (place && begun && stored === 'stored') {
         place.run(begun);
         return stored;
       }
       place?.drop();
       if (stored === 'stored') deps.queued?.(conversationId, jobId, data);
-      else await deps.jobs.deleteTurn(jobId).catch((err: unknown) => log.warn({ err }, 'a turn job without its message could not be deleted; it runs and reads nothing'));
       return stored;
     };
     const mayAnswer = !!deps.questions && event.kind === 'message';

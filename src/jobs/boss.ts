@@ -1,9 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { PgBoss, fromDrizzle } from 'pg-boss';
 import { sql } from 'drizzle-orm';
-import type postgres from 'postgres';
 import type { Logger } from 'pino';
-import { type Database, type Queryable } from '#src/db/client.ts';
+import { clientOf, type Database, type Queryable } from '#src/db/client.ts';
 import { QUEUES } from './queues.ts';
+import { insertTurnJob } from './turn-jobs.ts';
 import { CHANNELS, notify, turnNotice } from '#src/db/channels.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
@@ -15,32 +16,14 @@ export type Boss = PgBoss;
 export interface JobSystem {
   boss: PgBoss;
   /**
-   * Enqueues a turn; with `tx`, inside that transaction (committed with the message that caused it). Workers
+   * Enqueues a turn (see insertTurnJob); with `tx`, inside that transaction (committed with what caused it). Workers
    * hear of it on the turn channel when it commits, instead of at their next poll (`woken`: the caller's own
-   * statements notified the channel already). `tx` may be a postgres.js connection in a transaction (see inOneTrip):
-   * the job's statement is then issued on it without waiting for the statements before it, and `sent` is told when it
-   * has been handed to the connection (see inOneTrip).
+   * statements notified the channel already). A job id enqueued before is not enqueued again: null.
    */
-  enqueueTurn(data: TurnJobData, tx?: Queryable | postgres.Sql, options?: { id?: string; woken?: boolean; sent?: () => void }): Promise<string | null>;
-  /** Deletes a turn job that has not run (one enqueued for a message that was not stored after all). */
-  deleteTurn(id: string): Promise<void>;
+  enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string; woken?: boolean }): Promise<string | null>;
   /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
   send(queue: string, data: object, options: { tx?: Queryable; id?: string; startAfter?: Date; retentionSeconds?: number }): Promise<string | null>;
   stop(options?: { timeoutMs?: number }): Promise<void>;
-}
-
-/**
- * pg-boss's statements on a postgres.js connection, prepared (their texts are few and fixed). `sent` is told when a
- * statement has been handed to the connection, before its answer.
- */
-function onClient(client: postgres.Sql, sent?: () => void) {
-  return {
-    executeSql: async (text: string, values: unknown[] = []) => {
-      const query = client.unsafe(text, values as postgres.ParameterOrJSON<never>[], { prepare: true }).execute();
-      sent?.();
-      return { rows: await query };
-    },
-  };
 }
 
 /** At most this many of pg-boss's statement texts are named (its texts are few; the bound keeps a surprise finite). */
@@ -131,18 +114,12 @@ export async function startJobSystem(
     boss,
     async enqueueTurn(data, tx, sendOptions = {}) {
       const db = tx ?? database.db;
-      const id = await boss.send(QUEUES.turn, data as unknown as object, {
-        singletonKey: data.conversationId,
-        ...(sendOptions.id ? { id: sendOptions.id } : {}),
-        db: typeof db === 'function' ? onClient(db, sendOptions.sent) : fromDrizzle(db as never, sql),
-      });
+      const [row] = await insertTurnJob(clientOf(db), sendOptions.id ?? randomUUID(), data);
+      const id: string | null = row?.id ?? null;
       // pg-boss's own queue notification would wake every idle worker of every process; this one names the
       // conversation, so a process running its turn fetches the job when that turn ends, not before.
       if (!sendOptions.woken && id) await notify(db, CHANNELS.turn, turnNotice(data.conversationId, id));
       return id;
-    },
-    async deleteTurn(id) {
-      await boss.deleteJob(QUEUES.turn, id);
     },
     send(queue, data, sendOptions) {
       return boss.send(queue, data, {

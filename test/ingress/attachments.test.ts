@@ -14,11 +14,13 @@ import { claimArrivedMessages, claimPendingMessages } from '../../src/db/message
 import type { CommandHandler } from '../../src/ingress/control.ts';
 import { awaitAttachmentDownloads } from '../../src/ingress/downloads.ts';
 import { createIngress } from '../../src/ingress/pipeline.ts';
+import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { makePersona } from '../support/persona.ts';
 import { until } from '../support/until.ts';
 
 let db: TestDatabase;
+let jobs: JobSystem;
 let workspace: string;
 /** Where a command inside the sandbox would point `uploads` (its stand-in for /etc/cron.d). */
 let outside: string;
@@ -79,12 +81,13 @@ const lastMessage = async () =>
 
 beforeAll(async () => {
   db = await createTestDatabase();
+  // The queue a message's turn job is written to, beside the message.
+  jobs = await startJobSystem(db.database, pino({ level: 'silent' }), { poolSize: 1 });
   workspace = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-uploads-'));
   outside = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-uploads-target-'));
   const persona = makePersona({ name: 'ana', users: ['chat:u1'], workspace });
   ingress = createIngress({
     database: db.database,
-    jobs: { enqueueTurn: async () => randomUUID(), deleteTurn: async () => {} },
     personas: () => [persona],
     delivery: { deliver: async () => ({ status: 'sent' }) } as unknown as Delivery,
     commands: { run: async () => ({ text: '', personal: false }), stop: async () => 'idle' } as CommandHandler,
@@ -95,6 +98,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await ingress?.stop();
+  await jobs?.stop({ timeoutMs: 1000 });
   await db?.drop();
   await fs.rm(workspace, { recursive: true, force: true });
   await fs.rm(outside, { recursive: true, force: true });

@@ -194,28 +194,28 @@ describe('a place held for a turn whose message is being stored', () => {
     await until(async () => (await state(id)) === 'retry', 3000);
   });
 
-  it('whose job a fetch here hands out while its start is under way runs that attempt once the start has let go, once', async () => {
+  // Each with workers of its own: a fetch that filled the free place leaves the workers holding no place until the
+  // next fetch finds the queue empty (jobs may be waiting), which a second round in the same workers would race.
+  it.each(['run', 'drop'] as const)('whose job a fetch here hands out while its start is under way runs that attempt once the start has let go (%s), once', async (end) => {
     const { runner, started } = heldRunner();
     workers = (await startedWorkers(runner, 2)).workers;
-    for (const end of ['run', 'drop'] as const) {
-      const conversation = `p:chat:${randomUUID()}`;
-      const id = randomUUID();
-      workers.expect(id);
-      const place = workers.hold(conversation, id, userTurn(conversation))!;
-      await sendJob(conversation, id);
-      // Another job's notification makes the workers fetch: the queue hands out this one (it waits, and is first).
-      workers.announce(`p:chat:${randomUUID()}`, randomUUID());
-      await until(async () => (await state(id)) === 'active', 3000);
-      await new Promise((r) => setTimeout(r, 100));
-      expect(started).toHaveLength(0);
-      // Its start then finds it taken (or the message was not stored after all): the fetched attempt runs, once.
-      if (end === 'run') place.run(Promise.resolve(begunTurn(false)));
-      else place.drop();
-      await until(() => started.length === 1, 3000);
-      expect(started[0].job).toMatchObject({ id, retryCount: 0 });
-      expect(started[0].job.claim).toBeUndefined();
-      await finish(started.pop()!, id);
-      expect(started).toHaveLength(0);
-    }
+    const conversation = `p:chat:${randomUUID()}`;
+    const id = randomUUID();
+    workers.expect(id);
+    const place = workers.hold(conversation, id, userTurn(conversation))!;
+    await sendJob(conversation, id);
+    // Another job's notification makes the workers fetch: the queue hands out this one (it waits, and is first).
+    workers.announce(`p:chat:${randomUUID()}`, randomUUID());
+    await until(async () => (await state(id)) === 'active', 3000);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(started).toHaveLength(0);
+    // Its start then finds it taken (or the message was not stored after all): the fetched attempt runs, once.
+    if (end === 'run') place.run(Promise.resolve(begunTurn(false)));
+    else place.drop();
+    await until(() => started.length === 1, 3000);
+    expect(started[0].job).toMatchObject({ id, retryCount: 0 });
+    expect(started[0].job.claim).toBeUndefined();
+    await finish(started.pop()!, id);
+    expect(started).toHaveLength(0);
   });
 });
