@@ -45,12 +45,25 @@ function dateFormat(timezone: string, withTime: boolean): Intl.DateTimeFormat {
  * working): the date, and the exact time from the clock tool; without the tool, the hour it is in.
  */
 function nowLine(ctx: PromptContext, now: Date): string {
-  const day = dateFormat(ctx.timezone, false).format(now);
-  if (ctx.toolNames.includes('clock')) return `- Today is ${day} (${ctx.timezone}). For the exact time, call clock.`;
+  // The same for a quarter of an hour in every time zone (their offsets are whole quarters): formatted once in it.
+  const clock = ctx.toolNames.includes('clock');
+  const key = `${ctx.timezone}\u0000${clock}`;
+  const quarter = Math.floor(now.getTime() / 900_000);
+  const known = nowLines.get(key);
+  if (known?.quarter === quarter) return known.line;
+  const line = formatNowLine(ctx.timezone, clock, now);
+  nowLines.set(key, { quarter, line });
+  return line;
+}
+const nowLines = new Map<string, { quarter: number; line: string }>();
+
+function formatNowLine(timezone: string, clock: boolean, now: Date): string {
+  const day = dateFormat(timezone, false).format(now);
+  if (clock) return `- Today is ${day} (${timezone}). For the exact time, call clock.`;
   const hour = new Date(Math.floor(now.getTime() / 3_600_000) * 3_600_000);
   const next = new Date(hour.getTime() + 3_600_000);
-  const hhmm = (d: Date) => dateFormat(ctx.timezone, true).format(d).split(' ').at(-1);
-  return `- Today is ${day} (${ctx.timezone}); the time is between ${hhmm(hour)} and ${hhmm(next)}.`;
+  const hhmm = (d: Date) => dateFormat(timezone, true).format(d).split(' ').at(-1);
+  return `- Today is ${day} (${timezone}); the time is between ${hhmm(hour)} and ${hhmm(next)}.`;
 }
 
 /**

@@ -31,6 +31,19 @@ describe('the system prompt across the turns of a day', () => {
     expect(prompt).not.toBe(at('2026-12-01T22:30:00Z'));
   });
 
+  it('turns the day at midnight in a time zone a quarter of an hour off the hour, whatever was said a moment before', () => {
+    const kathmandu = (iso: string) => buildSystemPrompt({ ...base, toolNames: ['clock'], timezone: 'Asia/Kathmandu', now: new Date(iso) });
+    // Kathmandu is 5:45 ahead of UTC: its midnight is at 18:15 UTC.
+    expect(kathmandu('2026-12-01T18:14:59Z')).toContain('- Today is Tuesday, 1 December 2026 (Asia/Kathmandu).');
+    expect(kathmandu('2026-12-01T18:15:00Z')).toContain('- Today is Wednesday, 2 December 2026 (Asia/Kathmandu).');
+    expect(kathmandu('2026-12-01T18:14:59Z')).toContain('- Today is Tuesday, 1 December 2026 (Asia/Kathmandu).');
+    // And another zone, or the same one without the clock tool, is not told Kathmandu's line.
+    expect(at('2026-12-01T18:15:00Z')).toContain('- Today is Tuesday, 1 December 2026 (Europe/Paris).');
+    expect(buildSystemPrompt({ ...base, toolNames: [], timezone: 'Asia/Kathmandu', now: new Date('2026-12-01T18:15:00Z') })).toContain(
+      '- Today is Wednesday, 2 December 2026 (Asia/Kathmandu); the time is between 23:45 and 00:45.',
+    );
+  });
+
   it('gives the hour without the clock tool, the same for the whole hour', () => {
     const prompt = at('2026-12-01T12:05:00Z', []);
     expect(prompt).toContain('- Today is Tuesday, 1 December 2026 (Europe/Paris); the time is between 13:00 and 14:00.');
