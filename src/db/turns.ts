@@ -95,10 +95,7 @@ export async function startUserTurn(
       (select json_agg(json_build_object('dimension', dimension, 'content', content, 'confidence', confidence, 'updated_at', updated_at)
           order by confidence desc, updated_at desc, dimension)
         from (select * from user_models where ${withUserModel} and persona = ${row.persona} and user_address = ${options.userModelOf ?? ''}
-          order by confidence desc, updated_at desc, dimension limit ${USER_MODEL_LIMIT}) u) as user_model,
-      -- Bookkeeping a rerun writes again if a crash of Postgres loses it (see Database.bookkeeping): its commit does not
-      -- wait for the disk, on whichever connection it runs (behind a message's COMMIT, it is the ingress's own).
-      set_config('synchronous_commit', 'off', true) as commit_mode
+          order by confidence desc, updated_at desc, dimension limit ${USER_MODEL_LIMIT}) u) as user_model
     from conversation`;
   // Not taken: nothing was written (a conversation that is not there has no row to read either).
   if (claim && !state?.job_claimed) return { jobClaimed: false, conversation: { historyAfterId: 0, thinking: false, activeTools: [] }, claimed: [] };

@@ -222,12 +222,22 @@ async function main() {
   echoPort = await new Promise<number>((resolve) => echo.once('message', (m) => resolve((m as { port: number }).port)));
   emulator.setWebhook({ url: `http://127.0.0.1:${forwarderPort}${ECHO_PATH}` } as never, ECHO_TOKEN);
 
+  /** From now, what this process and (for the floor's DMs) the floor's bot spend, per DM once `dms` were sent. */
+  function cpuMeter(token: string) {
+    const own0 = ownCpuMs();
+    const echo0 = processCpuMs(echo.pid!);
+    return (dms: number) => {
+      const echo1 = processCpuMs(echo.pid!);
+      const echoCpu = token === ECHO_TOKEN && echo0 !== undefined && echo1 !== undefined ? (echo1 - echo0) / dms : undefined;
+      return { benchCpu: (ownCpuMs() - own0) / dms, echoCpu };
+    };
+  }
+
   /** Each chat sends `perChat` DMs, each after the reply to the one before. */
   async function burst(token: string, label: string, chats = CHATS, perChat = PER_CHAT): Promise<Figures> {
     const samples: number[] = [];
     const started = performance.now();
-    const cpu0 = ownCpuMs();
-    const echo0 = processCpuMs(echo.pid!);
+    const cpu = cpuMeter(token);
     await Promise.all(
       Array.from({ length: chats }, async (_, i) => {
         const userId = 5000 + i;
@@ -242,12 +252,10 @@ async function main() {
       }),
     );
     const elapsed = performance.now() - started;
-    const benchCpu = (ownCpuMs() - cpu0) / samples.length;
-    const echo1 = processCpuMs(echo.pid!);
-    const echoCpu = token === ECHO_TOKEN && echo0 !== undefined && echo1 !== undefined ? (echo1 - echo0) / samples.length : undefined;
+    const spent = cpu(samples.length);
     forget();
     const s = samples.sort((a, b) => a - b);
-    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), benchCpu, echoCpu };
+    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), ...spent };
   }
 
   /** One DM in flight, going round the chats (one chat sending without pause would measure per-chat pacing). */
@@ -256,8 +264,7 @@ async function main() {
     const toModel: number[] = [];
     const fromModel: number[] = [];
     const started = performance.now();
-    const cpu0 = ownCpuMs();
-    const echo0 = processCpuMs(echo.pid!);
+    const cpu = cpuMeter(token);
     for (let n = 0; n < count; n++) {
       const userId = 5000 + (n % CHATS);
       const client = emulator.getClient(token, { userId, chatId: userId, type: 'private', firstName: 'U', userName: `u${n}` });
@@ -275,12 +282,10 @@ async function main() {
       }
     }
     const elapsed = performance.now() - started;
-    const benchCpu = (ownCpuMs() - cpu0) / samples.length;
-    const echo1 = processCpuMs(echo.pid!);
-    const echoCpu = token === ECHO_TOKEN && echo0 !== undefined && echo1 !== undefined ? (echo1 - echo0) / samples.length : undefined;
+    const spent = cpu(samples.length);
     forget();
     const s = samples.sort((a, b) => a - b);
-    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), benchCpu, echoCpu, toModel, fromModel };
+    return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), ...spent, toModel, fromModel };
   }
 
   /** Runs `fn` (which sends `dms` DMs to Parlor) and measures what Parlor and Postgres spent on them. */
