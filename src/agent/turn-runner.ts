@@ -118,7 +118,7 @@ export function createTurnRunner(deps: TurnRunnerDeps): TurnRunner {
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
   const { replyStreamFor, conclude, deliverTo, warnPrimary, startTyping } = createTurnOutput(deps);
-  const { begin, beginIn, userModelInStart } = createTurnStart(deps);
+  const { begin, beginIn, userModelInStart } = createTurnStart(deps, (turnId) => active.has(turnId));
 
   async function run(job: TurnJob): Promise<TurnOutcome | void> {
     const { data } = job;

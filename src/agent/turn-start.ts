@@ -6,7 +6,7 @@ import type { Persona } from '#src/config/persona.ts';
 import { getConversation, ensureConversation } from '#src/db/conversations.ts';
 import { insertMessage, type HistoryRead } from '#src/db/messages.ts';
 import { outboundForTurn } from '#src/db/outbound-messages.ts';
-import { claimTurnOfJob, finishTurn, insertTurn, startUserTurn } from '#src/db/turns.ts';
+import { claimTurnOfJob, finishTurn, insertTurn, startUserTurn, turnRunningIn } from '#src/db/turns.ts';
 import type { UserModelEntry } from '#src/memory/store.ts';
 import type { TurnJobData } from '#src/turns.ts';
 import { DEFAULT_HISTORY_BUDGET } from './history.ts';
@@ -46,6 +46,11 @@ export interface BegunTurn {
   start: Awaited<ReturnType<typeof startUserTurn>>;
 }
 
+/** A job whose messages a turn still running read: it goes back to its queue (which holds its conversation's next). */
+export class TurnStillRunning extends Error {
+  override name = 'TurnStillRunning';
+}
+
 /** A job run with `claim` that the turn's start could not take from the queue: nothing was written. */
 export class JobNotClaimed extends Error {
   override name = 'JobNotClaimed';
@@ -75,7 +80,8 @@ export interface StartedTurn {
  * there is nothing to run (nothing waiting, or a turn run before that has ended or only had its reply to deliver).
  * `beginIn` is a user turn's start alone, for its message's transaction to carry.
  */
-export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'delivery' | 'log' | 'history' | 'userModel'>) {
+/** `runningHere`: whether a turn is running in this process now. */
+export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'delivery' | 'log' | 'history' | 'userModel'>, runningHere: (turnId: string) => boolean) {
   const { db } = deps.database;
   // A turn's start, transcript and end: rewritten by a rerun if a crash of Postgres loses them (see `bookkeeping`).
   const bookkeeping = deps.database.bookkeeping;
@@ -118,6 +124,10 @@ export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'deliver
     // Claimed by this process: were it to die, another gives the job back to the queue at once (see maintenance).
     const session = deps.database.applicationName;
     const existing = again ? await claimTurnOfJob(db, job.id, session) : undefined;
+    // Its turn still runs (here, or in another live process): the job was handed out again meanwhile, and waits for it.
+    if (existing === 'held' || (existing?.status === 'running' && runningHere(existing.id))) {
+      throw new TurnStillRunning(`the turn of job ${job.id} still runs; its job waits for it`);
+    }
     if (existing) {
       // A job its start was to take, found begun: taken by an earlier run of it here.
       if (job.claim) job.claim.taken = true;
@@ -157,8 +167,13 @@ export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'deliver
       const { jobClaimed, conversation, claimed, history, userModel } = begun.start;
       if (jobClaimed === false) throw new JobNotClaimed(`job ${job.id} was not taken`);
       if (job.claim) job.claim.taken = true;
-      // Nothing waiting: an earlier turn already read this message mid-run.
-      if (claimed.length === 0) return undefined;
+      if (claimed.length === 0) {
+        // Nothing waiting: an earlier turn already read this message mid-run. Unless a turn of the conversation still
+        // runs: its job was handed out again (a crash of Postgres lost the job's claim after its turn began), and this
+        // job waits for it in the queue, or the conversation's next message could be answered before that turn's.
+        if (await turnRunningIn(db, data.conversationId)) throw new TurnStillRunning(`a turn of ${data.conversationId} still runs; its job waits for it`);
+        return undefined;
+      }
       // In a group the answer quotes the message it answers; in a DM it needs no quote.
       const replyTo = data.origin?.chatType === 'group' ? (claimed[claimed.length - 1]?.externalId ?? data.origin.messageId) : undefined;
       const files = claimed.some(({ message }) => message.role === 'user' && !!message.attachments?.length);

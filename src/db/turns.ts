@@ -162,10 +162,25 @@ export async function failTurnOfJob(db: Queryable, jobId: string, error: string)
   return row;
 }
 
-/** The turn of a job run again, now claimed by the session `claimedBy` (this process); undefined when it has none. */
-export async function claimTurnOfJob(db: Queryable, jobId: string, claimedBy: string): Promise<TurnRow | undefined> {
-  const [row] = await db.update(turns).set({ claimedBy }).where(eq(turns.jobId, jobId)).returning();
-  return row;
+/**
+ * The turn of a job run again, now claimed by the session `claimedBy` (this process); undefined when it has none, and
+ * 'held' when it is running in another process that is alive (its job was handed out again while it runs: a crash of
+ * Postgres lost the job's claim), which keeps it.
+ */
+export async function claimTurnOfJob(db: Queryable, jobId: string, claimedBy: string): Promise<TurnRow | 'held' | undefined> {
+  const [row] = await db
+    .update(turns)
+    .set({ claimedBy })
+    .where(
+      and(
+        eq(turns.jobId, jobId),
+        sql`not coalesce(${turns.status} = 'running' and ${turns.claimedBy} <> ${claimedBy} and ${turns.claimedBy} in ${LIVE_SESSIONS}, false)`,
+      ),
+    )
+    .returning();
+  if (row) return row;
+  const [held] = await db.select({ id: turns.id }).from(turns).where(eq(turns.jobId, jobId));
+  return held ? 'held' : undefined;
 }
 
 /**
@@ -178,6 +193,14 @@ export async function turnJobsOfGoneSessions(db: Queryable): Promise<{ id: strin
     where j.name = ${QUEUES.turn} and j.state = 'active' and t.status = 'running' and t.claimed_by is not null
       and t.claimed_by not in ${LIVE_SESSIONS}`)) as unknown as { id: string; retry_count: number }[];
   return rows.map((r) => ({ id: r.id, retryCount: Number(r.retry_count) }));
+}
+
+/** Whether a turn of the conversation is running in a live process (one that died holding it does not count). */
+export async function turnRunningIn(db: Queryable, conversationId: string): Promise<boolean> {
+  const rows = (await db.execute(sql`
+    select 1 from turns where conversation_id = ${conversationId} and status = 'running' and claimed_by in ${LIVE_SESSIONS}
+    limit 1`)) as unknown as unknown[];
+  return rows.length > 0;
 }
 
 /** How a turn ended, as its record keeps it. */

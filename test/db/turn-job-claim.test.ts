@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ensureConversation } from '../../src/db/conversations.ts';
 import { insertMessage } from '../../src/db/messages.ts';
 import { insertOutbound, markOutboundSent } from '../../src/db/outbound-messages.ts';
-import { startUserTurn } from '../../src/db/turns.ts';
+import { claimTurnOfJob, insertTurn, startUserTurn } from '../../src/db/turns.ts';
 import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
@@ -174,5 +174,41 @@ describe("a turn's start behind a message's COMMIT, on the ingress's connection"
       c.release();
     }
     await jobs.boss.complete(QUEUES.turn, [{ id: jobId, retryCount: 0 }]);
+  });
+});
+
+describe("a turn of a job run again", () => {
+  /** A turn of a job, running (or ended), claimed by `claimedBy`. */
+  async function turnOfJob(claimedBy: string | null, status = 'running') {
+    const conversationId = `ana:chat:${randomUUID().slice(0, 8)}`;
+    const jobId = randomUUID();
+    const turnId = randomUUID();
+    await ensureConversation(t.database.db, { id: conversationId, persona: 'ana' });
+    await insertTurn(t.database.db, { id: turnId, conversationId, kind: 'user', jobId, ...(claimedBy ? { claimedBy } : {}) });
+    if (status !== 'running') await t.database.sql`update turns set status = ${status} where id = ${turnId}`;
+    return { jobId, turnId };
+  }
+  const claimedBy = async (turnId: string) => (await t.database.sql`select claimed_by from turns where id = ${turnId}`)[0].claimed_by;
+  const me = 'parlor:me-the-rerun';
+
+  it('is taken over from a process that is gone, from none, or from this one', async () => {
+    for (const holder of ['parlor:gone-long-ago', null, me]) {
+      const { jobId, turnId } = await turnOfJob(holder);
+      expect(await claimTurnOfJob(t.database.db, jobId, me)).toMatchObject({ id: turnId, claimedBy: me });
+    }
+  });
+
+  it('is left to a live process that still runs it: held', async () => {
+    const live = t.database.applicationName;
+    const { jobId, turnId } = await turnOfJob(live);
+    expect(await claimTurnOfJob(t.database.db, jobId, me)).toBe('held');
+    expect(await claimedBy(turnId)).toBe(live);
+    // Once it has ended, it is this run's to read (and finish).
+    await t.database.sql`update turns set status = 'ok' where id = ${turnId}`;
+    expect(await claimTurnOfJob(t.database.db, jobId, me)).toMatchObject({ id: turnId, status: 'ok' });
+  });
+
+  it('is none for a job that has no turn', async () => {
+    expect(await claimTurnOfJob(t.database.db, randomUUID(), me)).toBeUndefined();
   });
 });
