@@ -75,7 +75,11 @@ export async function chat(settings: Settings, values: { persona?: string }): Pr
   ]);
   // Whatever is still running or waiting ends here: nothing answers into a later session unasked.
   const id = terminal?.conversationId();
-  if (id) await app.stopConversation(id, why).catch((err: unknown) => log.warn({ err }, 'could not stop the conversation'));
+  if (id) {
+    await app.stopConversation(id, why).catch((err: unknown) => log.warn({ err }, 'could not stop the conversation'));
+    // What was answered or closed just now is shown in this session, not the next one.
+    await app.questions.closeResolved(id).catch((err: unknown) => log.warn({ err }, 'could not show how its questions ended'));
+  }
   const force = setTimeout(() => process.exit(1), 15_000);
   force.unref();
   await app.stop();

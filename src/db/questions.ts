@@ -104,13 +104,20 @@ export async function reopenQuestionClose(db: Queryable, id: string): Promise<vo
   await db.update(questions).set({ closedAt: null }).where(eq(questions.id, id));
 }
 
-/** Resolved questions whose chat message on these connectors still shows its buttons, newest first. */
-export async function unclosedQuestionIds(db: Queryable, connectors: string[]): Promise<string[]> {
+/** Resolved questions whose chat message on these connectors (of one conversation) still shows its buttons, newest first. */
+export async function unclosedQuestionIds(db: Queryable, connectors: string[], conversationId?: string): Promise<string[]> {
   if (connectors.length === 0) return [];
   const rows = await db
     .select({ id: questions.id })
     .from(questions)
-    .where(and(ne(questions.status, 'pending'), isNull(questions.closedAt), inArray(questions.connector, connectors)))
+    .where(
+      and(
+        ne(questions.status, 'pending'),
+        isNull(questions.closedAt),
+        inArray(questions.connector, connectors),
+        conversationId === undefined ? undefined : eq(questions.conversationId, conversationId),
+      ),
+    )
     .orderBy(desc(questions.createdAt))
     .limit(100);
   return rows.map((r) => r.id);

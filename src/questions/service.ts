@@ -152,6 +152,16 @@ export function createQuestions(deps: QuestionsDeps) {
       return expired.length;
     },
 
+    /**
+     * Shows the outcome of the conversation's resolved questions in their chat now, and waits for those under way: a
+     * process about to stop (a terminal session ending) would otherwise leave one whose notification has not come yet
+     * to the next process that runs the connector.
+     */
+    async closeResolved(conversationId: string): Promise<void> {
+      for (const id of await unclosedQuestionIds(db, [...deps.connectors.keys()], conversationId)) await close(id);
+      await chat.closesInFlight();
+    },
+
     /** Runs the expiry and clean-up pass now (tests, and start-up). */
     sweep: () => (stopped ? Promise.resolve() : sweep()),
   };
