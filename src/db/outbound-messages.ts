@@ -176,7 +176,7 @@ export async function markOutboundSent(db: Queryable, id: number, platformMessag
     return { jobCompleted: false };
   }
   const ended = client`update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`;
-  const job = endsTurn.job && UUID.test(endsTurn.job.id) ? endsTurn.job : undefined;
+  const { job } = endsTurn;
   if (!job) {
     await client`with sent as (${sent} returning turn_id) ${ended}`;
     return { jobCompleted: false };
@@ -192,8 +192,6 @@ export async function markOutboundSent(db: Queryable, id: number, platformMessag
     select exists (select 1 from completed) as job_completed`;
   return { jobCompleted: row?.job_completed === true };
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export async function markOutboundFailed(db: Queryable, id: number, error: string, attempts: number): Promise<void> {
   await db.update(outboundMessages).set({ status: 'failed', error, attempts }).where(eq(outboundMessages.id, id));

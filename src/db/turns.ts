@@ -122,7 +122,7 @@ export async function startUserTurn(
  * its start), when it is still waiting and is its conversation's next: no other job of the conversation is running,
  * waiting to be retried or failed, and none waits from before it (the order of the queue's key_strict_fifo policy).
  * A job another process took first is locked or active already, and is left to it. With `withMessagesOf`, only while
- * messages of that conversation wait to be read (a job whose message was not stored is left waiting, to be deleted).
+ * messages of that conversation wait to be read (a start never takes a job with nothing to read).
  */
 function claimTurnJob(client: postgres.Sql, jobId: string, withMessagesOf?: string) {
   return client`

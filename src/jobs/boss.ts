@@ -17,10 +17,10 @@ export interface JobSystem {
   boss: PgBoss;
   /**
    * Enqueues a turn (see insertTurnJob); with `tx`, inside that transaction (committed with what caused it). Workers
-   * hear of it on the turn channel when it commits, instead of at their next poll (`woken`: the caller's own
-   * statements notified the channel already). A job id enqueued before is not enqueued again: null.
+   * hear of it on the turn channel when it commits, instead of at their next poll. A job id enqueued before is not
+   * enqueued again: null.
    */
-  enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string; woken?: boolean }): Promise<string | null>;
+  enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string }): Promise<string | null>;
   /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
   send(queue: string, data: object, options: { tx?: Queryable; id?: string; startAfter?: Date; retentionSeconds?: number }): Promise<string | null>;
   stop(options?: { timeoutMs?: number }): Promise<void>;
@@ -118,7 +118,7 @@ export async function startJobSystem(
       const id: string | null = row?.id ?? null;
       // pg-boss's own queue notification would wake every idle worker of every process; this one names the
       // conversation, so a process running its turn fetches the job when that turn ends, not before.
-      if (!sendOptions.woken && id) await notify(db, CHANNELS.turn, turnNotice(data.conversationId, id));
+      if (id) await notify(db, CHANNELS.turn, turnNotice(data.conversationId, id));
       return id;
     },
     send(queue, data, sendOptions) {

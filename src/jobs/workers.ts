@@ -68,8 +68,9 @@ interface Held {
  * Runs turn jobs in this process, up to `concurrency` at once, while the queue keeps one turn per conversation. The
  * queue's statements are shared between turns: one fetch takes a job for every free place, and the jobs that end
  * while a completion is being written are completed together by the next one, so a busy process writes one statement
- * for several turns (a user turn that ends with its reply has its job completed with the reply's sent mark instead). When a turn job is enqueued anywhere, every process hears of its conversation: a process with a
- * free place fetches at once, and one that is running that conversation fetches when its turn's job is completed.
+ * for several turns (a user turn that ends with its reply has its job completed with the reply's sent mark instead).
+ * When a turn job is enqueued anywhere, every process hears of its conversation: a process with a free place fetches
+ * at once, and one that is running that conversation fetches when its turn's job is completed.
  */
 export async function startTurnWorkers(
   jobs: JobSystem,
