@@ -27,7 +27,7 @@ afterAll(async () => {
 async function waiting(conversationId = `ana:chat:${randomUUID().slice(0, 8)}`) {
   await ensureConversation(t.database.db, { id: conversationId, persona: 'ana' });
   await insertMessage(t.database.db, { conversationId, message: { role: 'user', content: 'hi' } });
-  const jobId = (await jobs.enqueueTurn({ conversationId, persona: 'ana', kind: 'user' }, undefined, { id: randomUUID(), woken: true }))!;
+  const jobId = (await jobs.enqueueTurn({ conversationId, persona: 'ana', kind: 'user' }, undefined, { id: randomUUID() }))!;
   return { conversationId, jobId };
 }
 
@@ -55,7 +55,7 @@ describe("a turn's start taking its job from the queue", () => {
   it("asked to take it only while messages wait, leaves the job of a message that was not stored (a redelivery)", async () => {
     const conversationId = `ana:chat:${randomUUID().slice(0, 8)}`;
     await ensureConversation(t.database.db, { id: conversationId, persona: 'ana' });
-    const jobId = (await jobs.enqueueTurn({ conversationId, persona: 'ana', kind: 'user' }, undefined, { id: randomUUID(), woken: true }))!;
+    const jobId = (await jobs.enqueueTurn({ conversationId, persona: 'ana', kind: 'user' }, undefined, { id: randomUUID() }))!;
     const withMessages = (turnId = randomUUID()) =>
       startUserTurn(t.database.db, { id: turnId, conversationId, persona: 'ana', jobId }, { claimJob: 'with messages' });
     expect(await withMessages()).toMatchObject({ jobClaimed: false, claimed: [] });

@@ -74,6 +74,17 @@ async function startedWorkers(runner: TurnRunner, concurrency: number) {
 }
 
 const userTurn = (conversationId: string) => ({ conversationId, persona: 'p', kind: 'user' as const });
+
+/** Workers with two places, and one of them held for job `id` of a new conversation, as the ingress holds it. */
+async function heldPlace(runner: TurnRunner) {
+  const ready = await startedWorkers(runner, 2);
+  workers = ready.workers;
+  const conversation = `p:chat:${randomUUID()}`;
+  const id = randomUUID();
+  workers.expect(id);
+  const place = workers.hold(conversation, id, userTurn(conversation))!;
+  return { fetches: ready.fetches, conversation, id, place };
+}
 /** Ends a turn the test's runner holds, and waits for its job to be completed. */
 async function finish(turn: { end: () => void }, id: string) {
   turn.end();
@@ -86,13 +97,7 @@ const state = async (id: string) => (await db.database.sql`select state from pgb
 describe('a place held for a turn whose message is being stored', () => {
   it("runs the turn from what its start answered behind the message's transaction, with no fetch, its notification no news", async () => {
     const { runner, started, beginnings } = heldRunner();
-    const ready = await startedWorkers(runner, 2);
-    workers = ready.workers;
-    const { fetches } = ready;
-    const conversation = `p:chat:${randomUUID()}`;
-    const id = randomUUID();
-    workers.expect(id);
-    const place = workers.hold(conversation, id, userTurn(conversation))!;
+    const { fetches, conversation, id, place } = await heldPlace(runner);
     expect(place).toBeDefined();
     // The ingress sends the start behind its transaction, on its connection.
     const begun = place.statement(db.database.sql);
@@ -142,13 +147,7 @@ describe('a place held for a turn whose message is being stored', () => {
 
   it('whose start could not take its job lets the queue hand the job out as usual', async () => {
     const { runner, started } = heldRunner();
-    const ready = await startedWorkers(runner, 2);
-    workers = ready.workers;
-    const { fetches } = ready;
-    const conversation = `p:chat:${randomUUID()}`;
-    const id = randomUUID();
-    workers.expect(id);
-    const place = workers.hold(conversation, id, userTurn(conversation))!;
+    const { fetches, conversation, id, place } = await heldPlace(runner);
     await sendJob(conversation, id);
     place.run(Promise.resolve(begunTurn(false)));
     await until(() => started.length === 1, 3000);
@@ -198,14 +197,10 @@ describe('a place held for a turn whose message is being stored', () => {
   // next fetch finds the queue empty (jobs may be waiting), which a second round in the same workers would race.
   it.each(['run', 'drop'] as const)('whose job a fetch here hands out while its start is under way runs that attempt once the start has let go (%s), once', async (end) => {
     const { runner, started } = heldRunner();
-    workers = (await startedWorkers(runner, 2)).workers;
-    const conversation = `p:chat:${randomUUID()}`;
-    const id = randomUUID();
-    workers.expect(id);
-    const place = workers.hold(conversation, id, userTurn(conversation))!;
+    const { conversation, id, place } = await heldPlace(runner);
     await sendJob(conversation, id);
     // Another job's notification makes the workers fetch: the queue hands out this one (it waits, and is first).
-    workers.announce(`p:chat:${randomUUID()}`, randomUUID());
+    workers!.announce(`p:chat:${randomUUID()}`, randomUUID());
     await until(async () => (await state(id)) === 'active', 3000);
     await new Promise((r) => setTimeout(r, 100));
     expect(started).toHaveLength(0);
