@@ -24,10 +24,11 @@ export async function joinWaitingWake(tx: Queryable, data: TurnJobData & { promp
   // Firings of one conversation, in any process, take turns until they commit: two side by side would each see no
   // waiting turn (the other's not committed yet), and each enqueue one.
   await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`parlor:wake:${data.conversationId}`}, 0))`);
+  // Due by the clock, not by now(): this transaction may have begun before the one it waited for wrote its job.
   const rows = await tx.execute(sql`
     with waiting as (
       select id from pgboss.job
-      where name = ${QUEUES.turn} and singleton_key = ${data.conversationId} and state = 'created' and start_after <= now()
+      where name = ${QUEUES.turn} and singleton_key = ${data.conversationId} and state = 'created' and start_after <= clock_timestamp()
         and data->>'kind' = 'wake' and data->>'persona' = ${data.persona}
         and data->'origin' is not distinct from ${data.origin ? JSON.stringify(data.origin) : null}::jsonb
         and data->'deliver' is not distinct from ${data.deliver ? JSON.stringify(data.deliver) : null}::jsonb
