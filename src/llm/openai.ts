@@ -52,9 +52,8 @@ async function streamCompletion(
     stream_options: { include_usage: true },
   };
   // Tools before messages, as the prompt is cached, so the request's bytes share their start too. The same body as
-  // JSON.stringify gives, with each tool's text written once and kept (a turn sends the same tools at every call).
-  const tools = request.tools.length ? `,"tools":[${request.tools.map(toolJson).join(',')}]` : '';
-  const body = `${JSON.stringify(head).slice(0, -1)}${tools},${JSON.stringify(rest).slice(1)}`;
+  // JSON.stringify gives, with the tools' bytes written once and kept (a turn sends the same tools at every call).
+  const body = Buffer.concat([Buffer.from(JSON.stringify(head).slice(0, -1)), toolsBytes(request.tools), Buffer.from(`,${JSON.stringify(rest).slice(1)}`)]);
   const response = await httpRequest(endpoint.url, {
     method: 'POST',
     headers: endpoint.headers,
@@ -181,6 +180,21 @@ function toolJson(spec: ToolSpec): string {
   const json = JSON.stringify(tool);
   toolTexts.set(spec.parameters, { name: spec.name, description: spec.description, json });
   return json;
+}
+
+/** The bytes of the last few tool lists sent, most recent first (each persona sends one list, the same at every call). */
+const toolLists: { texts: string[]; bytes: Buffer }[] = [];
+const TOOL_LISTS_KEPT = 8;
+
+/** `,"tools":[…]` as bytes, or nothing when the request has no tools. */
+function toolsBytes(tools: ToolSpec[]): Buffer {
+  if (!tools.length) return Buffer.alloc(0);
+  const texts = tools.map(toolJson);
+  const at = toolLists.findIndex((kept) => kept.texts.length === texts.length && kept.texts.every((text, i) => text === texts[i]));
+  const list = at >= 0 ? toolLists.splice(at, 1)[0] : { texts, bytes: Buffer.from(`,"tools":[${texts.join(',')}]`) };
+  toolLists.unshift(list);
+  toolLists.length = Math.min(toolLists.length, TOOL_LISTS_KEPT);
+  return list.bytes;
 }
 
 function toolChoice(request: ModelRequest) {

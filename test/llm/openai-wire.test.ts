@@ -85,7 +85,7 @@ describe('the OpenAI-compatible client on the wire', () => {
         stream: true,
         stream_options: { include_usage: true },
       });
-    for (const description of ['the weather', 'the weather', 'the weather, now with rain']) {
+    for (const description of ['the weather', 'the weather', 'the weather, now with rain', 'the weather']) {
       await client.complete(withTools(description));
       expect(raw.at(-1)).toBe(expected(withTools(description)));
     }
