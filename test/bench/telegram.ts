@@ -40,6 +40,12 @@ const CHATS = Number(process.env.BENCH_CHATS ?? 100);
 const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 3);
 const ISOLATED = Number(process.env.BENCH_ISOLATED ?? 100);
 const PROFILE = process.env.BENCH_PROFILE !== '0';
+for (const [knob, value] of [['BENCH_CHATS', CHATS], ['BENCH_PER_CHAT', PER_CHAT], ['BENCH_ISOLATED', ISOLATED]] as const) {
+  if (!Number.isInteger(value) || value < 1) {
+    console.error(`${knob}=${process.env[knob]} is not a whole number of at least 1 (every figure is per DM)`);
+    process.exit(2);
+  }
+}
 /** Where the forwarder takes the floor's updates (Parlor's keep their own path). */
 const ECHO_PATH = '/floor';
 const PARLOR_TOKEN = '111:parlor';
