@@ -391,10 +391,11 @@ async function main() {
   row('SQL execution time in Postgres, ms', (c) => c.statements && c.statements.ms / c.dms, 2);
   row('SQL planning time in Postgres, ms', (c) => c.statements && c.statements.planMs / c.dms, 2);
   if (!database.statements) console.log('  (pg_stat_statements is not available on this server: no statement figures)');
-  if (parlorBurst.costs.statements) {
-    console.log('\n  statements of the burst, per DM (calls, mean ms executing, mean ms planning, % of calls planned)');
-    for (const r of parlorBurst.costs.statements.byQuery.slice(0, 40)) {
-      const perDm = r.calls / parlorBurst.costs.dms;
+  for (const [name, costs] of [['the burst', parlorBurst.costs], ['the isolated DMs', parlorOne.costs]] as const) {
+    if (!costs.statements) continue;
+    console.log(`\n  statements of ${name}, per DM (calls, mean ms executing, mean ms planning, % of calls planned)`);
+    for (const r of costs.statements.byQuery.slice(0, 40)) {
+      const perDm = r.calls / costs.dms;
       if (perDm < 0.05) continue;
       const planned = `${((r.plans / r.calls) * 100).toFixed(0)} %`;
       console.log(`    ${perDm.toFixed(2).padStart(6)}  ${(r.ms / r.calls).toFixed(3).padStart(7)}  ${(r.planMs / r.calls).toFixed(3).padStart(7)}  ${planned.padStart(5)}  ${statementLabel(r.query)}`);
