@@ -6,7 +6,8 @@
 // beside the floor's, and where Parlor's time goes per DM: its CPU, Postgres's CPU, the statements and writing
 // transactions Postgres saw, and a CPU profile by package. Prints figures; asserts nothing.
 //
-// Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (100 DMs), LOG_LEVEL (warn, Parlor's),
+// Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (100 DMs), BENCH_WARMUP (4 rounds of warm-up: a burst
+// of 2 DMs per chat and 20 isolated DMs, for each), LOG_LEVEL (warn, Parlor's),
 // BENCH_PROFILE (1: take the profiled burst), BENCH_PROFILE_TOP (N: its N costliest functions), BENCH_PROFILE_FILE
 // (a path: the raw profile, which DevTools opens), BENCH_DB_DELAY_MS (Parlor's database that far away, each way); PARLOR_TURN_CONCURRENCY is passed on to Parlor.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
@@ -29,6 +30,7 @@ import {
   postgresCpuBetween,
   postgresCpuSample,
   processCpuMs,
+  threadsCpuMs,
   processRssMb,
   readStatements,
   resetStatements,
@@ -40,7 +42,8 @@ const CHATS = Number(process.env.BENCH_CHATS ?? 100);
 const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 3);
 const ISOLATED = Number(process.env.BENCH_ISOLATED ?? 100);
 const PROFILE = process.env.BENCH_PROFILE !== '0';
-for (const [knob, value] of [['BENCH_CHATS', CHATS], ['BENCH_PER_CHAT', PER_CHAT], ['BENCH_ISOLATED', ISOLATED]] as const) {
+const WARM_UP_ROUNDS = Number(process.env.BENCH_WARMUP ?? 4);
+for (const [knob, value] of [['BENCH_CHATS', CHATS], ['BENCH_PER_CHAT', PER_CHAT], ['BENCH_ISOLATED', ISOLATED], ['BENCH_WARMUP', WARM_UP_ROUNDS]] as const) {
   if (!Number.isInteger(value) || value < 1) {
     console.error(`${knob}=${process.env[knob]} is not a whole number of at least 1 (every figure is per DM)`);
     process.exit(2);
@@ -123,6 +126,8 @@ const ownCpuMs = () => {
 interface Costs {
   dms: number;
   parlorCpu?: number;
+  /** Of which on its main thread (its JavaScript) and on the others (V8 compiling and collecting, libuv's pool). */
+  parlorThreads?: { main: number; background: number };
   postgresCpu?: number;
   /** Postgres's CPU per DM by kind of process. */
   postgresCpuByKind?: Map<string, number>;
@@ -301,9 +306,11 @@ async function main() {
     const wal0 = await walFlushes(admin);
     const xid0 = await nextTransactionId(admin);
     const cpu0 = processCpuMs(parlorPid);
+    const threads0 = threadsCpuMs(parlorPid);
     const pg0 = postgresCpuSample(database.dataDir);
     const result = await fn();
     const cpu1 = processCpuMs(parlorPid);
+    const threads1 = threadsCpuMs(parlorPid);
     const pg1 = postgresCpuSample(database.dataDir);
     const pg = postgresCpuBetween(pg0, pg1);
     const xid1 = await nextTransactionId(admin);
@@ -315,6 +322,7 @@ async function main() {
       costs: {
         dms,
         parlorCpu: cpu0 !== undefined && cpu1 !== undefined ? (cpu1 - cpu0) / dms : undefined,
+        parlorThreads: threads0 && threads1 && { main: (threads1.main - threads0.main) / dms, background: (threads1.background - threads0.background) / dms },
         postgresCpu: pg && pg.total / dms,
         postgresCpuByKind: pg && new Map([...pg.byKind].map(([kind, ms]) => [kind, ms / dms])),
         statements,
@@ -328,10 +336,15 @@ async function main() {
     `Telegram end to end on the Bot API emulator (update posted → reply received), fake model answering at once; ` +
       `parlor start (${(await parlorRunsBundle()) ? 'the bundle' : 'the sources through tsx'}) and the floor as processes of their own (${os.cpus().length} cores, Node ${process.version})`,
   );
-  await burst(ECHO_TOKEN, 'warm-up (floor)');
-  // Every chat has its conversation before the measured runs: they measure the steady state.
-  await burst(PARLOR_TOKEN, 'warm-up (Parlor)', CHATS, 2);
-  await isolated(PARLOR_TOKEN, 'warm-up (Parlor)', 20);
+  // Every chat has its conversation before the measured runs, and both processes have run their paths long enough for
+  // V8 to have compiled them: the runs measure the steady state of a process that has been up a while. With one round,
+  // V8 was still optimising through the measured runs (a millisecond per isolated DM on its background threads).
+  for (let round = 0; round < WARM_UP_ROUNDS; round++) {
+    await burst(ECHO_TOKEN, 'warm-up (floor)');
+    await isolated(ECHO_TOKEN, 'warm-up (floor)', 20);
+    await burst(PARLOR_TOKEN, 'warm-up (Parlor)', CHATS, 2);
+    await isolated(PARLOR_TOKEN, 'warm-up (Parlor)', 20);
+  }
 
   const floorBurst = await burst(ECHO_TOKEN, `floor, ${CHATS} chats × ${PER_CHAT}`);
   // Parlor's memory through the burst, sampled: what its peak is made of.
@@ -375,6 +388,8 @@ async function main() {
       `  ${label.padEnd(42)} ${[parlorBurst.costs, parlorOne.costs].map((c) => (pick(c) === undefined ? '     -' : pick(c)!.toFixed(digits).padStart(6))).join('    ')}`,
     );
   row('Parlor CPU, ms', (c) => c.parlorCpu);
+  row('  main thread (its JavaScript)', (c) => c.parlorThreads?.main);
+  row('  other threads (V8 compiling, GC helpers)', (c) => c.parlorThreads?.background);
   row('Postgres CPU, ms (all its processes)', (c) => c.postgresCpu);
   const kinds = [...(parlorBurst.costs.postgresCpuByKind ?? new Map<string, number>())].sort((a, b) => b[1] - a[1]).map(([kind]) => kind);
   for (const kind of kinds) row(`  ${kind}`, (c) => c.postgresCpuByKind?.get(kind) ?? 0);

@@ -25,17 +25,28 @@ function statFields(pid: number): string[] | undefined {
  * where Linux does not keep it. A thread that exits between two readings takes its time with it: the threads of Node
  * and of a Postgres backend live as long as their process.
  */
-function scheduledMs(pid: number): number | undefined {
+function scheduledMs(pid: number, onlyTask?: string): number | undefined {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       let ns = 0;
-      for (const task of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+      const tasks = onlyTask ? [onlyTask] : readdirSync(`/proc/${pid}/task`).map((task) => `/proc/${pid}/task/${task}`);
+      for (const task of tasks) ns += Number(readFileSync(`${task}/schedstat`, 'utf8').split(' ')[0]);
       return Number.isFinite(ns) ? ns / 1e6 : undefined;
     } catch {
       // A thread ended while its siblings were read: read them again.
     }
   }
   return undefined;
+}
+
+/**
+ * A Node process's CPU so far, in ms, split between its main thread (where its JavaScript runs) and the rest: V8's
+ * background threads (optimising compilation, the garbage collector's helpers) and libuv's pool (file system calls).
+ */
+export function threadsCpuMs(pid: number): { main: number; background: number } | undefined {
+  const main = scheduledMs(pid, `/proc/${pid}/task/${pid}`);
+  const all = scheduledMs(pid);
+  return main === undefined || all === undefined ? undefined : { main, background: all - main };
 }
 
 /** User + system CPU of a process so far, in ms (with `children`, also what its exited children used). */
