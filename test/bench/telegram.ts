@@ -29,6 +29,7 @@ import {
   walFlushes,
   postgresCpuBetween,
   postgresCpuSample,
+  machineCpuTicks,
   processCpuMs,
   threadsCpuMs,
   processRssMb,
@@ -107,12 +108,15 @@ interface Figures {
   /** CPU per DM of this process (the emulator, the forwarder, the fake model) and of the floor's bot, ms. */
   benchCpu: number;
   echoCpu?: number;
+  /** How busy the machine's cores were through the run, %. */
+  machineBusy?: number;
 }
 
 function line(f: Figures) {
   return (
     `${f.label.padEnd(40)} n=${String(f.n).padEnd(4)} p50 ${f.p50.toFixed(1).padStart(6)} ms  p99 ${f.p99.toFixed(1).padStart(6)} ms  ${f.rate.toFixed(0).padStart(4)} DMs/s` +
-    `  bench CPU ${f.benchCpu.toFixed(1)} ms/DM${f.echoCpu === undefined ? '' : `, floor bot ${f.echoCpu.toFixed(1)}`}`
+    `  bench CPU ${f.benchCpu.toFixed(1)} ms/DM${f.echoCpu === undefined ? '' : `, floor bot ${f.echoCpu.toFixed(1)}`}` +
+    `${f.machineBusy === undefined ? '' : `; cores ${f.machineBusy.toFixed(0)} % busy`}`
   );
 }
 
@@ -233,14 +237,20 @@ async function main() {
   echoPort = await new Promise<number>((resolve) => echo.once('message', (m) => resolve((m as { port: number }).port)));
   emulator.setWebhook({ url: `http://127.0.0.1:${forwarderPort}${ECHO_PATH}` } as never, ECHO_TOKEN);
 
-  /** From now, what this process and (for the floor's DMs) the floor's bot spend, per DM once `dms` were sent. */
+  /**
+   * From now, what this process and (for the floor's DMs) the floor's bot spend, per DM once `dms` were sent, and how
+   * busy the machine's cores were (near 100 %: the run was bound by CPU, which everything here shares).
+   */
   function cpuMeter(token: string) {
     const own0 = ownCpuMs();
     const echo0 = processCpuMs(echo.pid!);
+    const machine0 = machineCpuTicks();
     return (dms: number) => {
       const echo1 = processCpuMs(echo.pid!);
+      const machine1 = machineCpuTicks();
       const echoCpu = token === ECHO_TOKEN && echo0 !== undefined && echo1 !== undefined ? (echo1 - echo0) / dms : undefined;
-      return { benchCpu: (ownCpuMs() - own0) / dms, echoCpu };
+      const machineBusy = machine0 && machine1 && machine1.total > machine0.total ? ((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * 100 : undefined;
+      return { benchCpu: (ownCpuMs() - own0) / dms, echoCpu, machineBusy };
     };
   }
 

@@ -49,6 +49,18 @@ export function threadsCpuMs(pid: number): { main: number; background: number } 
   return main === undefined || all === undefined ? undefined : { main, background: all - main };
 }
 
+/** The whole machine's CPU time so far, busy and in all, in ticks of every core together (/proc/stat). */
+export function machineCpuTicks(): { busy: number; total: number } | undefined {
+  try {
+    // cpu  user nice system idle iowait irq softirq steal …
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+    const total = fields.reduce((a, b) => a + b, 0);
+    return { busy: total - fields[3] - fields[4], total };
+  } catch {
+    return undefined;
+  }
+}
+
 /** User + system CPU of a process so far, in ms (with `children`, also what its exited children used). */
 export function processCpuMs(pid: number, children = false): number | undefined {
   const f = statFields(pid);
