@@ -44,6 +44,8 @@ const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 3);
 const ISOLATED = Number(process.env.BENCH_ISOLATED ?? 100);
 const PROFILE = process.env.BENCH_PROFILE !== '0';
 const WARM_UP_ROUNDS = Number(process.env.BENCH_WARMUP ?? 4);
+/** Long enough for a chat's send allowance to fill again (see connectors/telegram/throttle.ts: 3 messages, 1 a second). */
+const CHAT_REST_MS = 3500;
 for (const [knob, value] of [['BENCH_CHATS', CHATS], ['BENCH_PER_CHAT', PER_CHAT], ['BENCH_ISOLATED', ISOLATED], ['BENCH_WARMUP', WARM_UP_ROUNDS]] as const) {
   if (!Number.isInteger(value) || value < 1) {
     console.error(`${knob}=${process.env[knob]} is not a whole number of at least 1 (every figure is per DM)`);
@@ -355,6 +357,10 @@ async function main() {
     await burst(PARLOR_TOKEN, 'warm-up (Parlor)', CHATS, 2);
     await isolated(PARLOR_TOKEN, 'warm-up (Parlor)', 20);
   }
+  // Parlor keeps Telegram's flood limit of about a message a second per chat (a chat may have 3 at once, then waits):
+  // the measured burst starts with every chat rested, as when a hundred chats write at once, not with the buckets the
+  // warm-ups emptied (which held replies back: the cores sat idle while they waited).
+  await sleep(CHAT_REST_MS);
 
   const floorBurst = await burst(ECHO_TOKEN, `floor, ${CHATS} chats × ${PER_CHAT}`);
   // Parlor's memory through the burst, sampled: what its peak is made of.
