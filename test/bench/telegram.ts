@@ -349,14 +349,21 @@ async function main() {
       `parlor start (${(await parlorRunsBundle()) ? 'the bundle' : 'the sources through tsx'}) and the floor as processes of their own (${os.cpus().length} cores, Node ${process.version})`,
   );
   // Every chat has its conversation before the measured runs, and both processes have run their paths long enough for
-  // V8 to have compiled them: the runs measure the steady state of a process that has been up a while. With one round,
-  // V8 was still optimising through the measured runs (a millisecond per isolated DM on its background threads).
+  // V8 to have compiled them: the runs measure the steady state of a process that has been up a while. V8 optimises a
+  // function once it has run often enough, and many of a turn's run once per DM: through the first thousand or two
+  // DMs, its background threads compile (about a millisecond per isolated DM after one round). Printed per round.
+  const warmUp: string[] = [];
   for (let round = 0; round < WARM_UP_ROUNDS; round++) {
     await burst(ECHO_TOKEN, 'warm-up (floor)');
     await isolated(ECHO_TOKEN, 'warm-up (floor)', 20);
+    const before = threadsCpuMs(parlorPid);
     await burst(PARLOR_TOKEN, 'warm-up (Parlor)', CHATS, 2);
     await isolated(PARLOR_TOKEN, 'warm-up (Parlor)', 20);
+    const after = threadsCpuMs(parlorPid);
+    const dms = CHATS * 2 + 20;
+    if (before && after) warmUp.push(`${((after.main - before.main) / dms).toFixed(1)}+${((after.background - before.background) / dms).toFixed(1)}`);
   }
+  if (warmUp.length) console.log(`warm-up: ${WARM_UP_ROUNDS} rounds of ${CHATS * 2 + 20} DMs; Parlor's CPU per DM in each (main thread + other threads, ms): ${warmUp.join(', ')}`);
   // Parlor keeps Telegram's flood limit of about a message a second per chat (a chat may have 3 at once, then waits):
   // the measured burst starts with every chat rested, as when a hundred chats write at once, not with the buckets the
   // warm-ups emptied (which held replies back: the cores sat idle while they waited).
