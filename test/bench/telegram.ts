@@ -6,7 +6,8 @@
 // beside the floor's, and where Parlor's time goes per DM: its CPU, Postgres's CPU, the statements and writing
 // transactions Postgres saw, and a CPU profile by package. Prints figures; asserts nothing.
 //
-// Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (100 DMs), BENCH_WARMUP (4 rounds of warm-up: a burst
+// Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (300 DMs: fewer leave a run's figures to whether a
+// full collection fell in it), BENCH_WARMUP (4 rounds of warm-up: a burst
 // of 2 DMs per chat and 20 isolated DMs, for each), LOG_LEVEL (warn, Parlor's),
 // BENCH_PROFILE (1: take the profiled burst), BENCH_PROFILE_TOP (N: its N costliest functions), BENCH_PROFILE_FILE
 // (a path: the raw profile, which DevTools opens), BENCH_DB_DELAY_MS (Parlor's database that far away, each way); PARLOR_TURN_CONCURRENCY is passed on to Parlor.
@@ -41,7 +42,7 @@ import {
 
 const CHATS = Number(process.env.BENCH_CHATS ?? 100);
 const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 3);
-const ISOLATED = Number(process.env.BENCH_ISOLATED ?? 100);
+const ISOLATED = Number(process.env.BENCH_ISOLATED ?? 300);
 const PROFILE = process.env.BENCH_PROFILE !== '0';
 const WARM_UP_ROUNDS = Number(process.env.BENCH_WARMUP ?? 4);
 /** Long enough for a chat's send allowance to fill again (see connectors/telegram/throttle.ts: 3 messages, 1 a second). */
