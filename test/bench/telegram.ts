@@ -33,6 +33,7 @@ import {
   machineCpuTicks,
   processCpuMs,
   threadsCpuMs,
+  threadsCpuPerDm,
   processRssMb,
   readStatements,
   resetStatements,
@@ -335,7 +336,7 @@ async function main() {
       costs: {
         dms,
         parlorCpu: cpu0 !== undefined && cpu1 !== undefined ? (cpu1 - cpu0) / dms : undefined,
-        parlorThreads: threads0 && threads1 && { main: (threads1.main - threads0.main) / dms, background: (threads1.background - threads0.background) / dms },
+        parlorThreads: threadsCpuPerDm(threads0, threads1, dms),
         postgresCpu: pg && pg.total / dms,
         postgresCpuByKind: pg && new Map([...pg.byKind].map(([kind, ms]) => [kind, ms / dms])),
         statements,
@@ -354,17 +355,18 @@ async function main() {
   // function once it has run often enough, and many of a turn's run once per DM: through the first thousand or two
   // DMs, its background threads compile (about a millisecond per isolated DM after one round). Printed per round.
   const warmUp: string[] = [];
+  const [warmUpPerChat, warmUpIsolated] = [2, 20];
+  const warmUpDms = CHATS * warmUpPerChat + warmUpIsolated;
   for (let round = 0; round < WARM_UP_ROUNDS; round++) {
     await burst(ECHO_TOKEN, 'warm-up (floor)');
-    await isolated(ECHO_TOKEN, 'warm-up (floor)', 20);
+    await isolated(ECHO_TOKEN, 'warm-up (floor)', warmUpIsolated);
     const before = threadsCpuMs(parlorPid);
-    await burst(PARLOR_TOKEN, 'warm-up (Parlor)', CHATS, 2);
-    await isolated(PARLOR_TOKEN, 'warm-up (Parlor)', 20);
-    const after = threadsCpuMs(parlorPid);
-    const dms = CHATS * 2 + 20;
-    if (before && after) warmUp.push(`${((after.main - before.main) / dms).toFixed(1)}+${((after.background - before.background) / dms).toFixed(1)}`);
+    await burst(PARLOR_TOKEN, 'warm-up (Parlor)', CHATS, warmUpPerChat);
+    await isolated(PARLOR_TOKEN, 'warm-up (Parlor)', warmUpIsolated);
+    const spent = threadsCpuPerDm(before, threadsCpuMs(parlorPid), warmUpDms);
+    if (spent) warmUp.push(`${spent.main.toFixed(1)}+${spent.background.toFixed(1)}`);
   }
-  if (warmUp.length) console.log(`warm-up: ${WARM_UP_ROUNDS} rounds of ${CHATS * 2 + 20} DMs; Parlor's CPU per DM in each (main thread + other threads, ms): ${warmUp.join(', ')}`);
+  if (warmUp.length) console.log(`warm-up: ${WARM_UP_ROUNDS} rounds of ${warmUpDms} DMs; Parlor's CPU per DM in each (main thread + other threads, ms): ${warmUp.join(', ')}`);
   // Parlor keeps Telegram's flood limit of about a message a second per chat (a chat may have 3 at once, then waits):
   // the measured burst starts with every chat rested, as when a hundred chats write at once, not with the buckets the
   // warm-ups emptied (which held replies back: the cores sat idle while they waited).

@@ -20,18 +20,22 @@ function statFields(pid: number): string[] | undefined {
 }
 
 /**
- * The time all of a process's threads have spent on a CPU so far, in ms, from the scheduler's own account (to the
- * nanosecond; /proc's stat counts whole ticks of 10 ms, sampled, which blurs a run of a second into ±10 %). Undefined
- * where Linux does not keep it. A thread that exits between two readings takes its time with it: the threads of Node
- * and of a Postgres backend live as long as their process.
+ * The time a process's threads have spent on a CPU so far, in ms: its main thread and all of them. From the
+ * scheduler's own account (to the nanosecond; /proc's stat counts whole ticks of 10 ms, sampled, which blurs a run of
+ * a second into ±10 %); undefined where Linux does not keep it. A thread that exits between two readings takes its
+ * time with it: the threads of Node and of a Postgres backend live as long as their process.
  */
-function scheduledMs(pid: number, onlyTask?: string): number | undefined {
+function scheduledMs(pid: number): { main: number; all: number } | undefined {
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
-      let ns = 0;
-      const tasks = onlyTask ? [onlyTask] : readdirSync(`/proc/${pid}/task`).map((task) => `/proc/${pid}/task/${task}`);
-      for (const task of tasks) ns += Number(readFileSync(`${task}/schedstat`, 'utf8').split(' ')[0]);
-      return Number.isFinite(ns) ? ns / 1e6 : undefined;
+      let main = 0;
+      let all = 0;
+      for (const task of readdirSync(`/proc/${pid}/task`)) {
+        const ns = Number(readFileSync(`/proc/${pid}/task/${task}/schedstat`, 'utf8').split(' ')[0]);
+        all += ns;
+        if (task === String(pid)) main = ns;
+      }
+      return Number.isFinite(all) ? { main: main / 1e6, all: all / 1e6 } : undefined;
     } catch {
       // A thread ended while its siblings were read: read them again.
     }
@@ -39,14 +43,28 @@ function scheduledMs(pid: number, onlyTask?: string): number | undefined {
   return undefined;
 }
 
+/** What a process (its `stat` fields read already) has spent on a CPU so far, ms: by the scheduler, else by ticks. */
+function spentMs(pid: number, fields: string[]): number {
+  // After the name: state(0) ppid(1) … utime(11) stime(12).
+  return scheduledMs(pid)?.all ?? (Number(fields[11]) + Number(fields[12])) * TICK_MS;
+}
+
 /**
  * A Node process's CPU so far, in ms, split between its main thread (where its JavaScript runs) and the rest: V8's
  * background threads (optimising compilation, the garbage collector's helpers) and libuv's pool (file system calls).
  */
 export function threadsCpuMs(pid: number): { main: number; background: number } | undefined {
-  const main = scheduledMs(pid, `/proc/${pid}/task/${pid}`);
-  const all = scheduledMs(pid);
-  return main === undefined || all === undefined ? undefined : { main, background: all - main };
+  const spent = scheduledMs(pid);
+  return spent && { main: spent.main, background: spent.all - spent.main };
+}
+
+/** What a process spent between two readings of threadsCpuMs, per DM once `dms` were sent. */
+export function threadsCpuPerDm(
+  a: ReturnType<typeof threadsCpuMs>,
+  b: ReturnType<typeof threadsCpuMs>,
+  dms: number,
+): { main: number; background: number } | undefined {
+  return a && b && { main: (b.main - a.main) / dms, background: (b.background - a.background) / dms };
 }
 
 /** The whole machine's CPU time so far, busy and in all, in ticks of every core together (/proc/stat). */
@@ -65,9 +83,8 @@ export function machineCpuTicks(): { busy: number; total: number } | undefined {
 export function processCpuMs(pid: number, children = false): number | undefined {
   const f = statFields(pid);
   if (!f) return undefined;
-  // After the name: state(0) ppid(1) … utime(11) stime(12) cutime(13) cstime(14).
-  const own = scheduledMs(pid) ?? (Number(f[11]) + Number(f[12])) * TICK_MS;
-  return own + (children ? (Number(f[13]) + Number(f[14])) * TICK_MS : 0);
+  // After the name: … cutime(13) cstime(14).
+  return spentMs(pid, f) + (children ? (Number(f[13]) + Number(f[14])) * TICK_MS : 0);
 }
 
 /** Peak and current RSS of a process in MB (VmHWM, VmRSS). */
@@ -127,9 +144,9 @@ export function postgresCpuSample(dataDir: string | undefined): PostgresCpuSampl
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const f = statFields(Number(entry));
-    if (f && Number(f[1]) === postmaster) children.set(Number(entry), { kind: processKind(Number(entry)), ms: processCpuMs(Number(entry)) ?? 0 });
+    if (f && Number(f[1]) === postmaster) children.set(Number(entry), { kind: processKind(Number(entry)), ms: spentMs(Number(entry), f) });
   }
-  return { postmaster: processCpuMs(postmaster) ?? 0, exited: (Number(own[13]) + Number(own[14])) * TICK_MS, children };
+  return { postmaster: spentMs(postmaster, own), exited: (Number(own[13]) + Number(own[14])) * TICK_MS, children };
 }
 
 /**
