@@ -1,4 +1,4 @@
-import { DateTime } from 'luxon';
+import { DateTime } from '#src/luxon.ts';
 import type { KnowledgeSource } from '#src/memory/knowledge.ts';
 import type { MemoryRegistry, RecallHit } from '#src/memory/store.ts';
 import type { Tool } from '#src/tools/types.ts';

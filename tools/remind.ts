@@ -1,4 +1,4 @@
-import { DateTime } from 'luxon';
+import { DateTime } from '#src/luxon.ts';
 import { isPersonaPerson, type ScheduleEntry } from '#src/config/persona.ts';
 import { scheduleEntryProperties } from '#src/config/persona-schemas.ts';
 import { DuplicateReminderName } from '#src/db/reminders.ts';

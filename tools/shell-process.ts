@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
-import { execa } from 'execa';
 import { withReaper } from './shell-reaper.ts';
 import { formatSeconds } from './shell-summary.ts';
 
@@ -132,7 +131,9 @@ export interface StartedCommand {
  * along; run directly (as Parlor's user or a user of its own), its process group and every process carrying its tag
  * are killed when it ends or is stopped.
  */
-export function startCommand(options: RunOptions): StartedCommand {
+export async function startCommand(options: RunOptions): Promise<StartedCommand> {
+  // Loaded with the first command (execa is a hundred modules): a process whose personas run none never holds it.
+  const { execa } = await import('execa');
   const tag = randomBytes(12).toString('hex');
   const startedAt = Date.now();
   // Outside the sandbox, a reaper in front of the command keeps whatever it starts findable (shell-reaper.ts).
@@ -270,7 +271,7 @@ export function formatCommandResult(exit: CommandExit, output: OutputBuffer): st
 
 /** Runs a command to its end and reports it (formatCommandResult). */
 export async function runCommand(options: RunOptions): Promise<string> {
-  const command = startCommand(options);
+  const command = await startCommand(options);
   return formatCommandResult(await command.exited, command.output);
 }
 

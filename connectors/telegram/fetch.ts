@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import { Agent, request } from 'undici';
+import { Agent, request } from '#src/http/undici.ts';
 
 /**
  * The `fetch` grammY calls the Bot API with, on undici's request: grammY reads only the answer's JSON, and node-fetch

@@ -1,6 +1,6 @@
 import { createParser } from 'eventsource-parser';
 import type { ChatCompletionChunk, ChatCompletionCreateParamsStreaming, ChatCompletionMessageParam, ChatCompletionTool } from 'openai/resources/chat/completions';
-import { Agent, request as httpRequest } from 'undici';
+import { Agent, request as httpRequest } from '#src/http/undici.ts';
 import { guardedCall } from './stall.ts';
 import { ModelError, type ModelClient, type ModelRequest, type ModelResponse, type ToolCall, type ToolSpec, type Usage } from './types.ts';
 

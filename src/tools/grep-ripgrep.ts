@@ -1,6 +1,5 @@
 import { accessSync, constants } from 'node:fs';
 import path from 'node:path';
-import { execa } from 'execa';
 import type { Persona } from '#src/config/persona.ts';
 import type { FileHits, GrepHits, GrepQuery } from './grep-search.ts';
 import { textLines } from './grep-search.ts';
@@ -59,6 +58,8 @@ export async function searchWithRipgrep(
   args.push('--', query.pattern);
   if (relative) args.push(relative);
 
+  // Loaded with the first search (execa is a hundred modules), as the shell tools load it.
+  const { execa } = await import('execa');
   const child = execa(rg, args, { cwd: root, buffer: false, stdin: 'ignore', reject: false, cancelSignal: options.signal, stripFinalNewline: false });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => {
