@@ -1,10 +1,11 @@
-#!/usr/bin/env -S node --max-semi-space-size=8 --heap-growing-percent=25
+#!/usr/bin/env -S node --max-semi-space-size=4 --heap-growing-percent=25
 // The `parlor` command: runs the bundle built at install time when it is up to date, else the TypeScript sources
 // through tsx's loader (which costs about a second of start-up).
-// A young generation of 8 MB semi-spaces instead of V8's 16, and an old generation let grow by a quarter over what
-// the last full collection kept (V8 lets it grow by up to four times): when many chats write at once, `parlor start`
-// peaks at about 145 MB instead of 160 to 250, for about 0.25 ms more garbage collection per message. `npm start`
-// passes the same flags.
+// A young generation of 4 MB semi-spaces instead of V8's 16, and an old generation let grow by a quarter over what
+// the last full collection kept (V8 lets it grow by up to four times): when a hundred chats write at once, `parlor
+// start` peaks at 125-150 MB (Node 20 to 24) instead of 160 to 250. With 8 MB semi-spaces Node 24 peaked at 152-159
+// MB; 4 cost it no CPU per message that runs could tell apart, and Node 20 and 22 about 0.3 ms more per message (less
+// than runs of test/bench/telegram.ts vary). `npm start` passes the same flags.
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 

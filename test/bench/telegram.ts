@@ -4,7 +4,8 @@
 // forwarder (the emulator's getUpdates returns at once, which would measure a polling sleep). Prints, for a burst (BENCH_CHATS chats sending
 // BENCH_PER_CHAT DMs each, every chat waiting for its reply) and for isolated DMs (one in flight), the latency
 // beside the floor's, and where Parlor's time goes per DM: its CPU, Postgres's CPU, the statements and writing
-// transactions Postgres saw, and a CPU profile by package. Prints figures; asserts nothing.
+// transactions Postgres saw, and a CPU profile by package. Prints figures; asserts nothing. Everything runs on the
+// `node` first on PATH (the figures differ between Node versions: put another first to measure it).
 //
 // Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (300 DMs: fewer leave a run's figures to whether a
 // full collection fell in it), BENCH_WARMUP (4 rounds of warm-up: a burst
