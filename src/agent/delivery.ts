@@ -136,16 +136,15 @@ export function createDelivery(deps: {
       await record(row, 'the failure', () => markOutboundFailed(db, row.id, message, attempts));
       return { status: 'failed', error: message };
     }
-    // The platform has it: recorded whatever it takes, or another process would send it again.
-    let jobCompleted = false;
-    await record(row, 'the send', async () => ({ jobCompleted } = await markOutboundSent(db, row.id, sent.ids, attempts, endsTurn)));
     // The thread the reply landed in is the persona's: what people post in it continues the reply's conversation
     // (without a new mention), whether the connector opened it for the reply or the conversation began in it.
-    if (sent.thread && row.conversationId && !(threadKnown && sent.thread === row.thread)) {
-      await recordConversationThread(db, { connector: row.connector, chat: row.chat, thread: sent.thread, conversationId: row.conversationId }).catch((err: unknown) =>
-        log.warn({ err, conversation: row.conversationId }, 'the thread of a reply could not be recorded'),
-      );
-    }
+    const thread =
+      sent.thread && row.conversationId && !(threadKnown && sent.thread === row.thread)
+        ? { connector: row.connector, chat: row.chat, thread: sent.thread, conversationId: row.conversationId }
+        : undefined;
+    // The platform has it: recorded whatever it takes, or another process would send it again.
+    let jobCompleted = false;
+    await record(row, 'the send', async () => ({ jobCompleted } = await markOutboundSent(db, row.id, sent.ids, attempts, endsTurn, thread)));
     return {
       status: 'sent',
       ids: sent.ids,

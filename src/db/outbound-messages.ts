@@ -166,23 +166,40 @@ export async function outboundOrphaned(db: Queryable, id: number): Promise<boole
  * Records that the platform has the message; with `endsTurn`, its turn's end too, in the same statement, and the
  * turn's job completed when `endsTurn.job` names its attempt (true: it was, as the queue's completion would have).
  */
-export async function markOutboundSent(db: Queryable, id: number, platformMessageIds: string[], attempts: number, endsTurn?: TurnEnd): Promise<{ jobCompleted: boolean }> {
+export async function markOutboundSent(
+  db: Queryable,
+  id: number,
+  platformMessageIds: string[],
+  attempts: number,
+  endsTurn?: TurnEnd,
+  /**
+   * The thread the message landed in, now its conversation's (see recordConversationThread): recorded with the send,
+   * so that once the turn has ended, what is posted in the thread already continues the conversation.
+   */
+  thread?: { connector: string; chat: string; thread: string; conversationId: string },
+): Promise<{ jobCompleted: boolean }> {
   const client = clientOf(db);
   const sent = client`
     update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
     where id = ${id}`;
+  const threadRecorded = thread
+    ? client`, thread as (
+        insert into conversation_threads (connector, chat, thread, conversation_id)
+        values (${thread.connector}, ${thread.chat}, ${thread.thread}, ${thread.conversationId}) on conflict do nothing)`
+    : client``;
   if (!endsTurn) {
-    await sent;
+    if (thread) await client`with sent as (${sent} returning id)${threadRecorded} select 1`;
+    else await sent;
     return { jobCompleted: false };
   }
   const ended = client`update turns set ${turnEndAssignments(client, endsTurn)} where id = (select turn_id from sent)`;
   const { job } = endsTurn;
   if (!job) {
-    await client`with sent as (${sent} returning turn_id) ${ended}`;
+    await client`with sent as (${sent} returning turn_id)${threadRecorded} ${ended}`;
     return { jobCompleted: false };
   }
   const [row] = await client<{ job_completed: boolean }[]>`
-    with sent as (${sent} returning turn_id), ended as (${ended}), completed as (
+    with sent as (${sent} returning turn_id)${threadRecorded}, ended as (${ended}), completed as (
       -- As pg-boss completes a job it handed out: only while this attempt holds it.
       update pgboss.job set completed_on = pgboss.job_now(), state = 'completed'
       where name = ${QUEUES.turn} and id = ${job.id}::uuid and state = 'active' and retry_count = ${job.retryCount}

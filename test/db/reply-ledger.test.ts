@@ -91,6 +91,18 @@ describe('the sent mark and the turn end', () => {
     expect(await turnOf(turnId)).toMatchObject({ status: 'running', ended_at: null });
   });
 
+  it("record the thread the reply landed in, with or without the turn's end: once the turn has ended, the thread is its conversation's", async () => {
+    for (const ends of [end, undefined]) {
+      const { conversationId, turnId, reply } = await aTurn();
+      const row = (await insertOutbound(t.database.db, reply('in a thread')))!;
+      const thread = { connector: 'chat', chat: conversationId, thread: `t-${turnId}`, conversationId };
+      await markOutboundSent(t.database.db, row.id, ['m4'], 1, ends, thread);
+      const recorded = await t.database.sql`select conversation_id from conversation_threads where connector = 'chat' and chat = ${conversationId} and thread = ${thread.thread}`;
+      expect(recorded).toEqual([{ conversation_id: conversationId }]);
+      expect((await turnOf(turnId)).status).toBe(ends ? 'ok' : 'running');
+    }
+  });
+
   it('neither, when the turn cannot be written', async () => {
     const { turnId, reply } = await aTurn();
     const row = (await insertOutbound(t.database.db, reply('sent')))!;
