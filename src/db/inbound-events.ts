@@ -35,7 +35,7 @@ export type StoredInbound = 'stored' | 'duplicate' | 'question open';
 /**
  * A message for a turn, written in one statement: the event recorded (its first delivery only), the conversation
  * marked active (created if need be), the message stored waiting for a turn with its turn's job, and the turn workers
- * woken (at commit). Nothing else is written unless the message is 'stored'. With `unlessQuestionIn`, nothing is
+ * woken (at commit) unless `announce` is false. Nothing else is written unless the message is 'stored'. With `unlessQuestionIn`, nothing is
  * written when a question is open in that chat (the message may be its answer, see the questions module): 'question
  * open'.
  */
@@ -51,6 +51,12 @@ export async function storeInboundMessage(
     unlessQuestionIn?: { thread?: string; conversationId?: string };
     /** Its turn's job: written with the message (and only then), and named in the notification that wakes the workers. */
     job: { id: string; data: TurnJobData };
+    /**
+     * false: no notification. This process holds a place for the turn, whose start follows in the same round trip;
+     * the workers announce the job if that start cannot take it (see TurnWorkers.hold). Other processes' workers
+     * would only look for it in vain.
+     */
+    announce?: boolean;
   },
 ): Promise<StoredInbound> {
   const c = row.conversation;
@@ -75,7 +81,7 @@ export async function storeInboundMessage(
       returning id
     ), job as (${insertTurnJob(client, row.job.id, row.job.data, client`exists (select 1 from message)`)})
     select exists (select 1 from open_question) as question_open, exists (select 1 from event) as fresh,
-      (select count(pg_notify(${CHANNELS.turn}, ${turnNotice(c.id, row.job.id)})) from job) as notified`;
+      (select count(pg_notify(${CHANNELS.turn}, ${turnNotice(c.id, row.job.id)})) from job where ${row.announce !== false}) as notified`;
   if (result.question_open) return 'question open';
   return result.fresh ? 'stored' : 'duplicate';
 }

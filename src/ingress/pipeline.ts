@@ -236,6 +236,8 @@ export function createIngress(deps: IngressDeps) {
               messageId: event.messageId,
               unlessQuestionIn,
               job: { id: jobId, data },
+              // Its start, right behind, takes it here; the workers announce it if that start cannot.
+              announce: !place,
             }),
           ] as const,
           place && ((c) => (begun = place.statement(c))),

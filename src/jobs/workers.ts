@@ -4,7 +4,7 @@ import type { Job } from 'pg-boss';
 import { JobNotClaimed, type BegunTurn, type TurnRunner } from '#src/agent/turn-runner.ts';
 import type { JobSystem } from './boss.ts';
 import { QUEUES } from './queues.ts';
-import { CHANNELS, listen, readTurnNotice } from '#src/db/channels.ts';
+import { CHANNELS, listen, notify, readTurnNotice, turnNotice } from '#src/db/channels.ts';
 import { sleep } from '#src/retry.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
@@ -23,7 +23,9 @@ export interface TurnWorkers {
    * This process is about to store a user turn's job: when a place is free for it now, the place is held and the
    * turn's start goes out right behind the transaction that stores it (`statement`), so that it begins in the same
    * round trip. `run` starts it with what its start answers; `drop` lets the place go (nothing was stored, or its
-   * start found nothing to read). Undefined when no place is free, or jobs wait for one (they were first).
+   * start found nothing to read). Undefined when no place is free, or jobs wait for one (they were first). The job
+   * is stored without a notification (no other process need fetch it): when its start cannot take it, the workers
+   * tell the other processes then.
    */
   hold(conversationId: string, jobId: string, data: TurnJobData): HeldPlace | undefined;
   /** Stops fetching, gives running turns `graceMs` to finish, then releases the rest back to the queue. */
@@ -62,6 +64,8 @@ interface Held {
   claim?: { taken: boolean };
   /** The same job, handed out by a fetch here while its start was under way (which then cannot take it). */
   fetched?: Job<TurnJobData>;
+  /** Stored without a notification (see hold): the other processes are told of it if its start here cannot take it. */
+  unannounced?: boolean;
 }
 
 /**
@@ -176,7 +180,22 @@ export async function startTurnWorkers(
           else return giveBack([job], err instanceof Error ? err.message : String(err));
         },
       )
-      .finally(() => letGo(held, notClaimed));
+      .finally(() => {
+        // Unless a fetch here handed it out meanwhile (it runs here now).
+        if (notClaimed && held.unannounced && !held.fetched) tellOthers(job);
+        letGo(held, notClaimed);
+      });
+  }
+
+  /**
+   * A job stored without a notification, because its start was to take it here (see hold), that the start could not
+   * take (another process runs its conversation, or an earlier job of it waits): the other processes hear of it now,
+   * as they would have when it was stored. This process's listener knows it already.
+   */
+  function tellOthers(job: Job<TurnJobData>): void {
+    notify(sql, CHANNELS.turn, turnNotice(job.data.conversationId, job.id)).catch((err: unknown) =>
+      log.warn({ err, job: job.id }, 'a turn job could not be announced; the workers find it at their next poll'),
+    );
   }
 
   /** A place whose turn has ended, or whose start did not take its job: a fetched attempt of the job runs in it. */
@@ -305,6 +324,8 @@ export async function startTurnWorkers(
       if (data.kind !== 'user' || !mayStartNow(conversationId)) return undefined;
       const job = { id: jobId, name: QUEUES.turn, data, retryCount: 0 } as Job<TurnJobData>;
       const held = place(job, true);
+      // Its message is stored without a notification: its start takes it here, or the other processes are told.
+      held.unannounced = true;
       expected.add(jobId);
       let settled = false;
       return {
@@ -317,7 +338,7 @@ export async function startTurnWorkers(
           if (!stopped) return start(job, true, held, begun);
           // Stopping: not started here. A job its start took goes back to the queue (its turn resumes elsewhere).
           letGo(held);
-          void begun.then((b) => (b.start.jobClaimed ? giveBack([job], 'stopping') : undefined), () => giveBack([job], 'stopping'));
+          void begun.then((b) => (b.start.jobClaimed ? giveBack([job], 'stopping') : tellOthers(job)), () => giveBack([job], 'stopping'));
         },
         drop() {
           if (settled) return;

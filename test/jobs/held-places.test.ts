@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { JobNotClaimed, type BegunTurn, type TurnJob, type TurnRunner } from '../../src/agent/turn-runner.ts';
 import { startJobSystem, type JobSystem } from '../../src/jobs/boss.ts';
 import { QUEUES } from '../../src/jobs/queues.ts';
-import { turnNotice } from '../../src/db/channels.ts';
+import { CHANNELS, turnNotice } from '../../src/db/channels.ts';
 import type { TurnWorkers } from '../../src/jobs/workers.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { startSettledWorkers } from '../support/fetch-counter.ts';
@@ -93,6 +93,12 @@ async function finish(turn: { end: () => void }, id: string) {
 /** A user turn's job in the queue, waiting, as the ingress stores it. */
 const sendJob = (conversationId: string, id: string) => jobs.boss.send(QUEUES.turn, userTurn(conversationId), { id, singletonKey: conversationId });
 const state = async (id: string) => (await db.database.sql`select state from pgboss.job where id = ${id}`)[0]?.state as string | undefined;
+/** The turn notifications every process hears, from now until stop(). */
+function notices() {
+  const heard: string[] = [];
+  const listening = db.database.sql.listen(CHANNELS.turn, (payload) => heard.push(payload));
+  return { heard, stop: async () => (await listening).unlisten() };
+}
 
 describe('a place held for a turn whose message is being stored', () => {
   it("runs the turn from what its start answered behind the message's transaction, with no fetch, its notification no news", async () => {
@@ -145,11 +151,15 @@ describe('a place held for a turn whose message is being stored', () => {
     await until(() => workers!.hold(conversation, randomUUID(), userTurn(conversation)) !== undefined, 3000);
   });
 
-  it('whose start could not take its job lets the queue hand the job out as usual', async () => {
+  it('whose start could not take its job tells the other processes of it, and lets the queue hand it out as usual', async () => {
     const { runner, started } = heldRunner();
     const { fetches, conversation, id, place } = await heldPlace(runner);
+    // Stored without a notification (the ingress sends none for a held place): told now that its start could not take it.
     await sendJob(conversation, id);
+    const told = notices();
     place.run(Promise.resolve(begunTurn(false)));
+    await until(() => told.heard.includes(turnNotice(conversation, id)), 3000);
+    await told.stop();
     await until(() => started.length === 1, 3000);
     expect(fetches.count).toBeGreaterThanOrEqual(1);
     expect(started[0].job).toMatchObject({ id, retryCount: 0 });
@@ -175,6 +185,26 @@ describe('a place held for a turn whose message is being stored', () => {
     await until(() => started.length === 1, 3000);
     expect(started[0].job.id).toBe(next);
     await finish(started[0], next);
+  });
+
+  it('run as the process stops, with a start that could not take its job, tells the other processes of it', async () => {
+    const { runner, started } = heldRunner();
+    workers = (await startedWorkers(runner, 2)).workers;
+    const conversation = `p:chat:${randomUUID()}`;
+    const id = randomUUID();
+    const place = workers.hold(conversation, id, userTurn(conversation))!;
+    await sendJob(conversation, id);
+    const told = notices();
+    const stopping = workers.stop(0);
+    place.run(Promise.resolve(begunTurn(false)));
+    await stopping;
+    workers = undefined;
+    await until(() => told.heard.includes(turnNotice(conversation, id)), 3000);
+    await told.stop();
+    expect(started).toHaveLength(0);
+    expect(await state(id)).toBe('created');
+    // Left for the next process: gone before the next test's workers start.
+    await db.database.sql`delete from pgboss.job where id = ${id}::uuid`;
   });
 
   it('run as the process stops, does not start its turn, and gives a job its start took back to the queue', async () => {
