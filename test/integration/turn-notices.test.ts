@@ -3,34 +3,20 @@
 // notification would make each one with a free place fetch in vain.
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
-import type { Tool } from '../../src/tools/types.ts';
 import { CHANNELS, readTurnNotice } from '../../src/db/channels.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
+import { slowTool } from '../support/slow-tool.ts';
 import { until } from '../support/until.ts';
 
 let h: Harness;
 let listener: postgres.Sql;
 /** The conversations named by the turn notifications heard. */
 const heard: string[] = [];
-let toolStarted: () => void = () => {};
-
-const slowTool: Tool<{ ms: number }> = {
-  name: 'slow_task',
-  description: 'waits',
-  parameters: { type: 'object', properties: { ms: { type: 'number' } }, required: ['ms'] },
-  timeoutMs: 60_000,
-  async run(args, ctx) {
-    toolStarted();
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, args.ms);
-      ctx.signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-    });
-    return `waited ${args.ms}`;
-  },
-};
+/** What the slow tool calls as it begins. */
+const slow = { started: () => {} };
 
 beforeAll(async () => {
-  h = await startHarness({ personas: { testy: TEST_PERSONA }, app: { tools: [slowTool] } });
+  h = await startHarness({ personas: { testy: TEST_PERSONA }, app: { tools: [slowTool(slow)] } });
   // Another process's ear: what every process on the database hears.
   listener = postgres(h.db.url, { max: 1, onnotice: () => {} });
   await listener.listen(CHANNELS.turn, (payload) => heard.push(readTurnNotice(payload).conversationId));
@@ -58,7 +44,7 @@ it('a DM whose turn starts at once, in the process that stored it, tells no othe
 });
 
 it("a DM that waits for its conversation's running turn is announced to every process", async () => {
-  const started = new Promise<void>((resolve) => (toolStarted = resolve));
+  const started = new Promise<void>((resolve) => (slow.started = resolve));
   h.fake.script({ toolCalls: [{ name: 'slow_task', arguments: { ms: 800 } }] }, { text: 'done' }, { text: 'and the second' });
   await dm('u2', 'first');
   await started;

@@ -1,31 +1,17 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import type { Tool } from '../../src/tools/types.ts';
 import { createBuiltinTools } from '../../tools/index.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
+import { slowTool } from '../support/slow-tool.ts';
 
 let h: Harness;
-let slowToolStarted: () => void = () => {};
-
-const slowTool: Tool<{ ms: number }> = {
-  name: 'slow_task',
-  description: 'waits',
-  parameters: { type: 'object', properties: { ms: { type: 'number' } }, required: ['ms'] },
-  timeoutMs: 60_000,
-  async run(args, ctx) {
-    slowToolStarted();
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, args.ms);
-      ctx.signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-    });
-    return `waited ${args.ms}`;
-  },
-};
+/** What the slow tool calls as it begins (a test sets it to wait for that). */
+const slow = { started: () => {} };
 
 beforeAll(async () => {
   h = await startHarness({
     personas: { testy: TEST_PERSONA },
-    app: { tools: [...createBuiltinTools({ timezone: 'UTC' }), slowTool], history: { maxMessages: 40, maxChars: 40_000 } },
+    app: { tools: [...createBuiltinTools({ timezone: 'UTC' }), slowTool(slow)], history: { maxMessages: 40, maxChars: 40_000 } },
   });
 });
 afterAll(async () => {
@@ -56,7 +42,7 @@ describe('the turn loop', () => {
   });
 
   it('lets the running loop read a message that arrives mid-turn before its next model call', async () => {
-    const started = new Promise<void>((r) => (slowToolStarted = r));
+    const started = new Promise<void>((r) => (slow.started = r));
     h.fake.script({ toolCalls: [{ name: 'slow_task', arguments: { ms: 600 } }] }, { text: 'done with both' });
     await dm('u1', 'first message');
     await started;
@@ -77,7 +63,7 @@ describe('the turn loop', () => {
   });
 
   it('/stop cancels the running turn at once, without waiting behind it', async () => {
-    const started = new Promise<void>((r) => (slowToolStarted = r));
+    const started = new Promise<void>((r) => (slow.started = r));
     h.fake.script({ toolCalls: [{ name: 'slow_task', arguments: { ms: 20_000 } }] });
     await dm('u1', 'do the long thing');
     await started;

@@ -187,39 +187,36 @@ describe('a place held for a turn whose message is being stored', () => {
     await finish(started[0], next);
   });
 
-  it('run as the process stops, with a start that could not take its job, tells the other processes of it', async () => {
+  /** A place the workers hold, run as they stop, with a start that took its job (`taken`) or could not. */
+  async function runAsTheyStop(taken: boolean) {
     const { runner, started } = heldRunner();
     workers = (await startedWorkers(runner, 2)).workers;
     const conversation = `p:chat:${randomUUID()}`;
     const id = randomUUID();
     const place = workers.hold(conversation, id, userTurn(conversation))!;
     await sendJob(conversation, id);
+    if (taken) await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id = ${id}::uuid`;
     const told = notices();
     const stopping = workers.stop(0);
-    place.run(Promise.resolve(begunTurn(false)));
+    place.run(Promise.resolve(begunTurn(taken)));
     await stopping;
     workers = undefined;
-    await until(() => told.heard.includes(turnNotice(conversation, id)), 3000);
-    await told.stop();
     expect(started).toHaveLength(0);
+    return { notice: turnNotice(conversation, id), id, told };
+  }
+
+  it('run as the process stops, with a start that could not take its job, tells the other processes of it', async () => {
+    const { notice, id, told } = await runAsTheyStop(false);
+    await until(() => told.heard.includes(notice), 3000);
+    await told.stop();
     expect(await state(id)).toBe('created');
     // Left for the next process: gone before the next test's workers start.
     await db.database.sql`delete from pgboss.job where id = ${id}::uuid`;
   });
 
   it('run as the process stops, does not start its turn, and gives a job its start took back to the queue', async () => {
-    const { runner, started } = heldRunner();
-    workers = (await startedWorkers(runner, 2)).workers;
-    const conversation = `p:chat:${randomUUID()}`;
-    const id = randomUUID();
-    const place = workers.hold(conversation, id, userTurn(conversation))!;
-    await sendJob(conversation, id);
-    await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id = ${id}::uuid`;
-    const stopping = workers.stop(0);
-    place.run(Promise.resolve(begunTurn(true)));
-    await stopping;
-    workers = undefined;
-    expect(started).toHaveLength(0);
+    const { id, told } = await runAsTheyStop(true);
+    await told.stop();
     await until(async () => (await state(id)) === 'retry', 3000);
   });
 
