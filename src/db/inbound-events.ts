@@ -35,9 +35,9 @@ export type StoredInbound = 'stored' | 'duplicate' | 'question open';
 /**
  * A message for a turn, written in one statement: the event recorded (its first delivery only), the conversation
  * marked active (created if need be), the message stored waiting for a turn with its turn's job, and the turn workers
- * woken (at commit) unless `announce` is false. Nothing else is written unless the message is 'stored'. With `unlessQuestionIn`, nothing is
- * written when a question is open in that chat (the message may be its answer, see the questions module): 'question
- * open'.
+ * woken (at commit) unless `announce` is false. Nothing else is written unless the message is 'stored'. With
+ * `unlessQuestionIn`, nothing is written when a question is open in that chat (the message may be its answer, see the
+ * questions module): 'question open'.
  */
 export async function storeInboundMessage(
   client: postgres.Sql,

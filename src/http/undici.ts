@@ -1,8 +1,8 @@
 // undici's Agent and its request, without the rest of undici. Parlor calls the model and the Telegram Bot API with
 // these two alone, while `import ... from 'undici'` loads all of it (fetch, WebSocket, EventSource, caches, mocks):
-// about 3.5 MB more of V8's heap in use, and 8 MB more of it held, in every process. undici's index puts these
-// same modules together (its `request` is this one, called on the dispatcher it is given); the version is pinned,
-// and test/llm and test/telegram call through them.
+// about 3-3.5 MB more of V8's heap in use, and 8 MB more of it held, in every process. undici's index puts these
+// same modules together (its `request` is this one, called on the dispatcher it is given). The version is pinned, and
+// the model client's and the Telegram connector's tests call through them.
 import { createRequire } from 'node:module';
 import type { Agent as UndiciAgent, Dispatcher } from 'undici';
 
