@@ -3,6 +3,7 @@ import type { ChatMessage } from '#src/llm/types.ts';
 import { QUEUES } from '#src/jobs/queues.ts';
 import { turnEndAssignments, type TurnEnd } from './turns.ts';
 import { clientOf, rowReader, type Queryable } from './client.ts';
+import { conversationThreadInsert, type ConversationThread } from './conversation-threads.ts';
 import { outboundMessages } from './schema.ts';
 import { LIVE_SESSIONS } from './sessions.ts';
 
@@ -176,17 +177,13 @@ export async function markOutboundSent(
    * The thread the message landed in, now its conversation's (see recordConversationThread): recorded with the send,
    * so that once the turn has ended, what is posted in the thread already continues the conversation.
    */
-  thread?: { connector: string; chat: string; thread: string; conversationId: string },
+  thread?: ConversationThread,
 ): Promise<{ jobCompleted: boolean }> {
   const client = clientOf(db);
   const sent = client`
     update outbound_messages set status = 'sent', platform_message_ids = ${JSON.stringify(platformMessageIds)}, attempts = ${attempts}, sent_at = now(), error = null
     where id = ${id}`;
-  const threadRecorded = thread
-    ? client`, thread as (
-        insert into conversation_threads (connector, chat, thread, conversation_id)
-        values (${thread.connector}, ${thread.chat}, ${thread.thread}, ${thread.conversationId}) on conflict do nothing)`
-    : client``;
+  const threadRecorded = thread ? client`, thread as (${conversationThreadInsert(client, thread)})` : client``;
   if (!endsTurn) {
     if (thread) await client`with sent as (${sent} returning id)${threadRecorded} select 1`;
     else await sent;
