@@ -6,6 +6,8 @@ import type { JobSystem } from './boss.ts';
 import { QUEUES } from './queues.ts';
 import { CHANNELS, listen, notify, readTurnNotice, turnNotice } from '#src/db/channels.ts';
 import { sleep } from '#src/retry.ts';
+import { batched } from './batched.ts';
+import { fading } from './fading-set.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
 export interface TurnWorkers {
@@ -366,52 +368,6 @@ export async function startTurnWorkers(
       // A turn that did not let go (a tool that ignores its signal): its job goes back now rather than when its
       // heartbeat runs out; a completion it writes later no longer counts (the attempt is fenced).
       await giveBack([...running.values()].map((h) => h.job), 'stopped');
-    },
-  };
-}
-
-/** A set whose entries are forgotten after two calls of `age` (two generations). */
-function fading() {
-  let now = new Set<string>();
-  let before = new Set<string>();
-  return {
-    add: (item: string) => void now.add(item),
-    has: (item: string) => now.has(item) || before.has(item),
-    delete: (item: string) => now.delete(item) || before.delete(item),
-    age() {
-      before = now;
-      now = new Set();
-    },
-  };
-}
-
-/**
- * Items handed to `write` in batches: the first goes at once, and those added while a write is in flight go
- * together in the next. `add` resolves when its item's write has ended.
- */
-function batched<T>(write: (items: T[]) => Promise<void>) {
-  let queue: { item: T; done: () => void }[] = [];
-  let writing: Promise<void> | undefined;
-  const next = (): Promise<void> | undefined => {
-    if (queue.length === 0) return (writing = undefined);
-    const batch = queue;
-    queue = [];
-    return (writing = write(batch.map((q) => q.item))
-      .catch(() => {})
-      .then(() => {
-        for (const q of batch) q.done();
-        return next();
-      }));
-  };
-  return {
-    add(item: T): Promise<void> {
-      return new Promise((done) => {
-        queue.push({ item, done });
-        if (!writing) void next();
-      });
-    },
-    async idle() {
-      while (writing) await writing;
     },
   };
 }
