@@ -4,6 +4,7 @@
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { CHANNELS, readTurnNotice } from '../../src/db/channels.ts';
+import { sleep } from '../../src/retry.ts';
 import { startHarness, TEST_PERSONA, type Harness } from '../support/harness.ts';
 import { slowTool } from '../support/slow-tool.ts';
 import { until } from '../support/until.ts';
@@ -32,7 +33,6 @@ beforeEach(() => {
 });
 
 const dm = (user: string, text: string) => h.chat.inject({ text, chat: { id: user, type: 'dm' }, sender: { id: user } });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 it('a DM whose turn starts at once, in the process that stored it, tells no other process', async () => {
   h.fake.script({ text: 'hello' });

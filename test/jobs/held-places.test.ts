@@ -215,9 +215,11 @@ describe('a place held for a turn whose message is being stored', () => {
   });
 
   it('run as the process stops, does not start its turn, and gives a job its start took back to the queue', async () => {
-    const { id, told } = await runAsTheyStop(true);
-    await told.stop();
+    const { notice, id, told } = await runAsTheyStop(true);
     await until(async () => (await state(id)) === 'retry', 3000);
+    await told.stop();
+    // Given back to the queue, it is not announced as a waiting job: the queue hands it out again.
+    expect(told.heard).not.toContain(notice);
   });
 
   // Each with workers of its own: a fetch that filled the free place leaves the workers holding no place until the
