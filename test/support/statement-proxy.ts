@@ -13,12 +13,25 @@ export interface StatementProxy {
    * The same statements by round trip: those a connection sent before the server answered it, together (a
    * transaction sent whole with its BEGIN and COMMIT is one trip).
    */
-  trips: string[][];
+  trips: Trip[];
   close(): Promise<void>;
 }
 
+export interface Trip {
+  /** The statements executed, in order. */
+  statements: string[];
+  /**
+   * Statements the trip prepared under a name: the first use of a statement on a connection. A client that learns a
+   * statement's parameter types first (postgres.js) sends only its Parse and Describe and waits for the answer, so its
+   * first use on each connection splits the trip it is in.
+   */
+  prepared: string[];
+  /** Which of the proxy's connections it went over, counted from 0. */
+  connection: number;
+}
+
 /** Reads the client's side of one connection: after the startup message, typed messages (a byte, then a length). */
-function frontendReader(onStatement: (text: string) => void) {
+function frontendReader(onStatement: (text: string) => void, onPrepare: (text: string) => void) {
   let buffer = Buffer.alloc(0);
   let started = false;
   // Per connection: named prepared statements, and the unnamed one (Parse with an empty name replaces it).
@@ -48,7 +61,9 @@ function frontendReader(onStatement: (text: string) => void) {
       if (type === 'Q') onStatement(cstring(5).text);
       else if (type === 'P') {
         const name = cstring(5);
-        prepared.set(name.text, cstring(name.next).text);
+        const text = cstring(name.next).text;
+        prepared.set(name.text, text);
+        if (name.text) onPrepare(text);
       } else if (type === 'B') {
         const portal = cstring(5);
         bound = prepared.get(cstring(portal.next).text) ?? '';
@@ -61,18 +76,27 @@ function frontendReader(onStatement: (text: string) => void) {
 export async function startStatementProxy(serverUrl: string): Promise<StatementProxy> {
   const target = new URL(serverUrl);
   const executed: string[] = [];
-  const trips: string[][] = [];
+  const trips: Trip[] = [];
   const sockets = new Set<Socket>();
+  let connections = 0;
   const server: Server = createServer((inbound) => {
     const outbound = createConnection({ host: target.hostname, port: Number(target.port) });
     sockets.add(inbound).add(outbound);
-    let trip: string[] | undefined;
-    const read = frontendReader((text) => {
-      const statement = text.replace(/\s+/g, ' ').trim();
-      executed.push(statement);
-      if (!trip) trips.push((trip = []));
-      trip.push(statement);
-    });
+    const connection = connections++;
+    let trip: Trip | undefined;
+    const current = () => {
+      if (!trip) trips.push((trip = { statements: [], prepared: [], connection }));
+      return trip;
+    };
+    const normal = (text: string) => text.replace(/\s+/g, ' ').trim();
+    const read = frontendReader(
+      (text) => {
+        const statement = normal(text);
+        executed.push(statement);
+        current().statements.push(statement);
+      },
+      (text) => current().prepared.push(normal(text)),
+    );
     inbound.on('data', (chunk: Buffer) => {
       read(chunk);
       outbound.write(chunk);
