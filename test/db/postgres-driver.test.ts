@@ -1,7 +1,12 @@
 // postgres.js as patched at install (patches/): a connection whose backend dies with a write of its own waiting
 // (a transaction's ROLLBACK, a reserved connection's next query) rejects that query instead of throwing where nothing
-// can catch it, and the pool goes on. Unpatched, the process died: a Postgres restart took Parlor down with it.
+// can catch it, and the pool goes on. Unpatched, the process died: a Postgres restart took Parlor down with it. And its
+// queues stay as long as what they hold.
 import { execa } from 'execa';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+// @ts-expect-error: the driver's own module, without types
+import Queue from '../../node_modules/postgres/src/queue.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 
@@ -20,5 +25,35 @@ describe('postgres.js when a connection dies under it', () => {
     expect(result.transaction).toBe('CONNECTION_CLOSED');
     expect(result.afterDeath).not.toBe('no answer');
     expect(result.pool).toBe('ok');
+  });
+});
+
+describe("postgres.js's queues", () => {
+  it('stay as long as what they hold when never emptied, as the pool keeps its idle connections', () => {
+    setFlagsFromString('--expose-gc');
+    const gc = runInNewContext('gc') as () => void;
+    const open = Queue() as { push(x: object): void; shift(): object; remove(x: object): object | null; length: number };
+    const connections = [{}, {}, {}];
+    for (const c of connections) open.push(c);
+    // What the pool does for each query: take the oldest idle connection, and when the query is done move it back (the
+    // move removes it from the queue it was in first, where it no longer is).
+    let found = 0;
+    const serve = (queries: number) => {
+      for (let i = 0; i < queries; i++) {
+        const c = open.shift();
+        if (open.remove(c)) found++;
+        open.push(c);
+      }
+    };
+    serve(1000);
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    serve(200_000);
+    gc();
+    // Unpatched, every query left a slot behind: 200 000 of them, 1.6 MB and more.
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(400_000);
+    expect(found).toBe(0);
+    expect(open.length).toBe(3);
+    expect([open.shift(), open.shift(), open.shift()]).toEqual(connections);
   });
 });
