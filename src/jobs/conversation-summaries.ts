@@ -8,6 +8,7 @@ import type { HistoryBudget } from '#src/agent/history.ts';
 import { SUMMARY_SHARE, type SummaryRequest } from '#src/agent/history-window.ts';
 import type { ChatMessage, ModelClient } from '#src/llm/types.ts';
 import type { JobSystem } from './boss.ts';
+import { fading } from './fading-set.ts';
 import { QUEUES, type ConversationSummaryJobData } from './queues.ts';
 import { stableUuid } from './stable-uuid.ts';
 
@@ -20,11 +21,16 @@ export const SUMMARY_SYSTEM_PROMPT = [
 
 /** Of the messages to summarise, at most this many are read (the newest). */
 const MAX_ROWS = 400;
+/** How many asks make a generation of the steps a process remembers asking for. */
+const ASKED_GENERATION = 5000;
 /** A tool call's arguments and a tool's result are shortened to this in the transcript the summary is made from. */
 const TOOL_TEXT = 400;
 
 export interface ConversationSummaries {
-  /** Asks for the summary of a conversation up to a step; asking again for the same step sends nothing more. */
+  /**
+   * Asks for the summary of a conversation up to a step. Asking again for the same step sends nothing; from another
+   * process, it makes no second job.
+   */
   request: SummaryRequest;
   /** Writes the summary of one step (what the job does). */
   summarise(data: ConversationSummaryJobData): Promise<'stored' | 'not needed'>;
@@ -91,9 +97,19 @@ export function createConversationSummaries(deps: {
     return saved ? 'stored' : 'not needed';
   }
 
+  // The steps this process has asked for. Every turn finds the newest step of its window until that step's summary
+  // is written, and would otherwise send its job again (a statement and a commit on the turn's path, which the job's id
+  // makes a no-op). A step is forgotten after ASKED_GENERATION to twice as many asks for other steps.
+  const asked = fading();
+  let asks = 0;
+
   return {
     async request(data) {
-      await deps.jobs.send(QUEUES.conversationSummary, data, { id: stableUuid(`summary:${data.conversationId}:${data.throughMessageId}`) });
+      const id = stableUuid(`summary:${data.conversationId}:${data.throughMessageId}`);
+      if (asked.has(id)) return;
+      await deps.jobs.send(QUEUES.conversationSummary, data, { id });
+      asked.add(id);
+      if (++asks % ASKED_GENERATION === 0) asked.age();
     },
     summarise,
     async start() {

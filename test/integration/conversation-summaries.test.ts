@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import pino from 'pino';
 import { sql } from 'drizzle-orm';
 import { SUMMARY_NOTE } from '../../src/agent/history-window.ts';
@@ -94,5 +94,32 @@ describe('a conversation longer than its window', () => {
     await service.request(step);
     const rows = await h.query<{ n: number }>(sql`select count(*)::int as n from pgboss.job where name = 'conversation-summary' and data->>'conversationId' = 'testy:chat:u2'`);
     expect(rows[0].n).toBe(1);
+  });
+
+  it("asks once for a step whose summary is not written yet, however many turns find it", async () => {
+    // The summaries fail (the job waits to be tried again), so every turn after the step finds the same step.
+    h.fake.setSummaries(() => ({ text: '' }));
+    const send = vi.spyOn(h.app.jobs, 'send');
+    try {
+      // The other person allowed; the ask of the test before is for a step far past this conversation's.
+      const chat = { id: 'u2', type: 'dm' as const };
+      for (let i = 0; i < 14; i++) {
+        const before = h.chat.sent.length;
+        await h.chat.inject({ text: `later ${i}`, chat, sender: { id: 'u2', name: 'Ana' } });
+        await h.chat.waitForSent(before + 1);
+        await h.app.waitForIdle('testy:chat:u2');
+      }
+      const asked = send.mock.calls.filter(([queue]) => queue === 'conversation-summary').map(([, data]) => (data as { throughMessageId: number }).throughMessageId);
+      const [jobs] = await h.query<{ n: number }>(
+        sql`select count(*)::int as n from pgboss.job where name = 'conversation-summary' and data->>'conversationId' = 'testy:chat:u2' and (data->>'throughMessageId')::bigint < 123456789`,
+      );
+      // 28 messages past a window of 19: a step after 16, and turns after it that find it while its summary fails.
+      expect(asked.length).toBeGreaterThan(0);
+      expect(new Set(asked).size).toBe(asked.length);
+      expect(jobs.n).toBe(asked.length);
+    } finally {
+      send.mockRestore();
+      h.fake.setSummaries(() => ({ text: `summary number ${++summaries}` }));
+    }
   });
 });
