@@ -21,6 +21,8 @@ export const SUMMARY_SYSTEM_PROMPT = [
 
 /** Of the messages to summarise, at most this many are read (the newest). */
 const MAX_ROWS = 400;
+/** How many summaries a process writes at once. */
+const SUMMARY_CONCURRENCY = 4;
 /** How many asks make a generation of the steps a process remembers asking for. */
 const ASKED_GENERATION = 5000;
 /** A tool call's arguments and a tool's result are shortened to this in the transcript the summary is made from. */
@@ -115,7 +117,11 @@ export function createConversationSummaries(deps: {
     async start() {
       if (!deps.worker) return;
       working = true;
-      await deps.jobs.boss.work<ConversationSummaryJobData>(QUEUES.conversationSummary, { batchSize: 1, pollingIntervalSeconds: 1 }, async ([job]) => {
+      // Several at once: each waits on the model, and one at a time (a second apart) fell behind busy conversations, whose
+      // turns then read ever more history. Two steps of one conversation may run together: the later is made from
+      // all it covers, and only the newer summary is kept.
+      const options = { batchSize: 1, pollingIntervalSeconds: 1, localConcurrency: SUMMARY_CONCURRENCY };
+      await deps.jobs.boss.work<ConversationSummaryJobData>(QUEUES.conversationSummary, options, async ([job]) => {
         await summarise(job.data);
       });
     },

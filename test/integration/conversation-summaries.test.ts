@@ -122,4 +122,35 @@ describe('a conversation longer than its window', () => {
       h.fake.setSummaries(() => ({ text: `summary number ${++summaries}` }));
     }
   });
+
+  it('writes several summaries at once', async () => {
+    let running = 0;
+    let most = 0;
+    h.fake.setSummaries(async () => {
+      most = Math.max(most, ++running);
+      await new Promise((r) => setTimeout(r, 300));
+      running--;
+      return { text: 'summary of many' };
+    });
+    try {
+      const service = createConversationSummaries({
+        database: h.app.database,
+        jobs: h.app.jobs,
+        model: { provider: 'none', complete: () => Promise.reject(new Error('not called')) },
+        defaultModel: 'fake-model',
+        personas: () => h.app.personas,
+        budget: BUDGET,
+        log: pino({ level: 'silent' }),
+        worker: false,
+      });
+      const asked = h.fake.summaries.length;
+      // Steps far past the conversation's messages: each is summarised from what there is.
+      for (let i = 1; i <= 6; i++) await service.request({ persona: 'testy', conversationId: ID, throughMessageId: 900_000_000 + i });
+      await summaryJobsSettled();
+      expect(h.fake.summaries.length - asked).toBeGreaterThanOrEqual(2);
+      expect(most).toBeGreaterThanOrEqual(2);
+    } finally {
+      h.fake.setSummaries(() => ({ text: `summary number ${++summaries}` }));
+    }
+  });
 });
