@@ -22,7 +22,7 @@ export interface JobSystem {
    */
   enqueueTurn(data: TurnJobData, tx?: Queryable, options?: { id?: string }): Promise<string | null>;
   /** Sends a job to another queue; with `tx`, inside that transaction. A job id sent twice is stored once. */
-  send(queue: string, data: object, options: { tx?: Queryable; id?: string; startAfter?: Date; retentionSeconds?: number }): Promise<string | null>;
+  send(queue: string, data: object, options: { tx?: Queryable; id?: string; startAfter?: Date; retentionSeconds?: number; group?: string }): Promise<string | null>;
   stop(options?: { timeoutMs?: number }): Promise<void>;
 }
 
@@ -127,6 +127,7 @@ export async function startJobSystem(
         // With postgres.js underneath, dates travel as ISO strings.
         ...(sendOptions.startAfter ? { startAfter: sendOptions.startAfter.toISOString() } : {}),
         ...(sendOptions.retentionSeconds ? { retentionSeconds: sendOptions.retentionSeconds } : {}),
+        ...(sendOptions.group ? { group: { id: sendOptions.group } } : {}),
         db: fromDrizzle((sendOptions.tx ?? database.db) as never, sql),
       });
     },

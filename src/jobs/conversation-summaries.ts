@@ -109,7 +109,7 @@ export function createConversationSummaries(deps: {
     async request(data) {
       const id = stableUuid(`summary:${data.conversationId}:${data.throughMessageId}`);
       if (asked.has(id)) return;
-      await deps.jobs.send(QUEUES.conversationSummary, data, { id });
+      await deps.jobs.send(QUEUES.conversationSummary, data, { id, group: data.conversationId });
       asked.add(id);
       if (++asks % ASKED_GENERATION === 0) asked.age();
     },
@@ -117,12 +117,22 @@ export function createConversationSummaries(deps: {
     async start() {
       if (!deps.worker) return;
       working = true;
-      // Several at once: each waits on the model, and one at a time (a second apart) fell behind busy conversations, whose
-      // turns then read ever more history. Two steps of one conversation may run together: the later is made from
-      // all it covers, and only the newer summary is kept.
-      const options = { batchSize: 1, pollingIntervalSeconds: 1, localConcurrency: SUMMARY_CONCURRENCY };
+      // Several conversations at once: each waits on the model, and one at a time (a second apart) fell behind busy
+      // conversations, whose turns then read ever more history. One conversation's steps one after the other, so each
+      // extends the summary before it (a later step made from the same start would keep only the newest messages that
+      // fit): not handed out while one of its conversation's runs, and run after it here when two are fetched together.
+      // Each of the workers polls the queue every second when it is empty.
+      const options = { batchSize: 1, pollingIntervalSeconds: 1, localConcurrency: SUMMARY_CONCURRENCY, groupConcurrency: 1 };
+      const running = new Map<string, Promise<unknown>>();
       await deps.jobs.boss.work<ConversationSummaryJobData>(QUEUES.conversationSummary, options, async ([job]) => {
-        await summarise(job.data);
+        const { conversationId } = job.data;
+        const mine = (running.get(conversationId) ?? Promise.resolve()).catch(() => {}).then(() => summarise(job.data));
+        running.set(conversationId, mine);
+        try {
+          await mine;
+        } finally {
+          if (running.get(conversationId) === mine) running.delete(conversationId);
+        }
       });
     },
     async stop() {

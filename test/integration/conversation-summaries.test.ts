@@ -28,6 +28,20 @@ async function summaryJobsSettled() {
   });
 }
 
+/** A summaries service that only asks (the app's own writes the summaries). */
+function askingService() {
+  return createConversationSummaries({
+    database: h.app.database,
+    jobs: h.app.jobs,
+    model: { provider: 'none', complete: () => Promise.reject(new Error('not called')) },
+    defaultModel: 'fake-model',
+    personas: () => h.app.personas,
+    budget: BUDGET,
+    log: pino({ level: 'silent' }),
+    worker: false,
+  });
+}
+
 /** One message and its reply; then the summary it asked for, if any, is written before the next. */
 async function exchange(text: string) {
   const before = h.chat.sent.length;
@@ -79,16 +93,7 @@ describe('a conversation longer than its window', () => {
   });
 
   it('asking twice for the summary of the same step makes one job', async () => {
-    const service = createConversationSummaries({
-      database: h.app.database,
-      jobs: h.app.jobs,
-      model: { provider: 'none', complete: () => Promise.reject(new Error('not called')) },
-      defaultModel: 'fake-model',
-      personas: () => h.app.personas,
-      budget: BUDGET,
-      log: pino({ level: 'silent' }),
-      worker: false,
-    });
+    const service = askingService();
     const step = { persona: 'testy', conversationId: 'testy:chat:u2', throughMessageId: 123_456_789 };
     await service.request(step);
     await service.request(step);
@@ -120,35 +125,45 @@ describe('a conversation longer than its window', () => {
     } finally {
       send.mockRestore();
       h.fake.setSummaries(() => ({ text: `summary number ${++summaries}` }));
+      // Its failed summaries would be tried again during the tests that follow.
+      await h.query(sql`delete from pgboss.job where name = 'conversation-summary' and data->>'conversationId' = 'testy:chat:u2'`);
     }
   });
 
-  it('writes several summaries at once', async () => {
-    let running = 0;
-    let most = 0;
-    h.fake.setSummaries(async () => {
-      most = Math.max(most, ++running);
+  /** Summaries that take a while, counted while they run, by conversation (read from the messages they summarise). */
+  function slowSummaries() {
+    const running = new Map<string, number>();
+    const most = new Map<string, number>();
+    const starts: string[] = [];
+    let n = 0;
+    h.fake.setSummaries(async (req) => {
+      const who = /User: (later|hello again|fresh)/.exec(req.lastUserText)?.[1] === 'later' ? 'u2' : 'u1';
+      const all = (running.get('all') ?? 0) + 1;
+      running.set('all', all).set(who, (running.get(who) ?? 0) + 1);
+      most.set('all', Math.max(most.get('all') ?? 0, all)).set(who, Math.max(most.get(who) ?? 0, running.get(who)!));
+      starts.push(req.lastUserText.split('\n').slice(0, 2).join(' '));
       await new Promise((r) => setTimeout(r, 300));
-      running--;
-      return { text: 'summary of many' };
+      running.set('all', running.get('all')! - 1).set(who, running.get(who)! - 1);
+      return { text: `slow summary ${++n}` };
     });
+    return { most, starts };
+  }
+
+  it("writes several conversations' summaries at once, and one conversation's one after the other, each extending the last", async () => {
+    const slow = slowSummaries();
     try {
-      const service = createConversationSummaries({
-        database: h.app.database,
-        jobs: h.app.jobs,
-        model: { provider: 'none', complete: () => Promise.reject(new Error('not called')) },
-        defaultModel: 'fake-model',
-        personas: () => h.app.personas,
-        budget: BUDGET,
-        log: pino({ level: 'silent' }),
-        worker: false,
-      });
-      const asked = h.fake.summaries.length;
-      // Steps far past the conversation's messages: each is summarised from what there is.
-      for (let i = 1; i <= 6; i++) await service.request({ persona: 'testy', conversationId: ID, throughMessageId: 900_000_000 + i });
+      const service = askingService();
+      // Steps far past the conversations' messages: each is summarised from what there is.
+      for (let i = 1; i <= 3; i++) await service.request({ persona: 'testy', conversationId: ID, throughMessageId: 900_000_000 + i });
+      await service.request({ persona: 'testy', conversationId: 'testy:chat:u2', throughMessageId: 900_000_001 });
       await summaryJobsSettled();
-      expect(h.fake.summaries.length - asked).toBeGreaterThanOrEqual(2);
-      expect(most).toBeGreaterThanOrEqual(2);
+      expect(slow.most.get('all')).toBeGreaterThanOrEqual(2);
+      expect(slow.most.get('u1')).toBe(1);
+      // u1's three steps: the first from the summary it had, each next from the one before it.
+      const [stored] = await h.query<{ summary: string; through: number }>(sql`select summary, through_message_id::int as through from conversation_summaries where conversation_id = ${ID}`);
+      expect(stored.through).toBe(900_000_003);
+      const firsts = slow.starts.filter((line) => line.startsWith('Summary so far:'));
+      expect(new Set(firsts).size).toBe(firsts.length);
     } finally {
       h.fake.setSummaries(() => ({ text: `summary number ${++summaries}` }));
     }
