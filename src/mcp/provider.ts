@@ -57,6 +57,12 @@ interface FileState {
   error?: string;
 }
 
+/** The two files a persona's servers come from, as read for one listing. */
+interface PersonaFiles {
+  global: FileState;
+  own: FileState;
+}
+
 /** The runner's timeout is a backstop: the call's own (the server's timeoutSeconds) answers first, saying more. */
 const RUNNER_MARGIN_MS = 5_000;
 
@@ -86,12 +92,14 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
   let closed = false;
   // The MCP SDK is loaded when a persona first has a server to connect to: without one it costs nothing.
   let connections: typeof import('./connection.ts') | undefined;
-  async function loadConnections(persona: Persona): Promise<void> {
-    if (connections || (load(options.globalFile).servers.length === 0 && load(personaFile(persona)).servers.length === 0)) return;
+  async function loadConnections(read: PersonaFiles): Promise<void> {
+    if (connections || (read.global.servers.length === 0 && read.own.servers.length === 0)) return;
     connections = await import('./connection.ts');
   }
 
   const personaFile = (persona: Persona) => path.join(persona.dir, 'mcp.jsonc');
+  /** The global file and the persona's, each looked at once for a listing (most turns find neither). */
+  const filesOf = (persona: Persona): PersonaFiles => ({ global: load(options.globalFile), own: load(personaFile(persona)) });
 
   function load(file: string): FileState {
     const stamp = fileStamp(file);
@@ -117,10 +125,10 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
   }
 
   /** The persona's servers (its own, then the global ones it does not replace), connecting those that are new. */
-  function sync(persona: Persona): Slot[] {
+  function sync(persona: Persona, read: PersonaFiles): Slot[] {
     personas.set(persona.name, persona);
-    const global = load(options.globalFile).servers;
-    const own = load(personaFile(persona)).servers;
+    const global = read.global.servers;
+    const own = read.own.servers;
     retire((s) => s.persona === undefined && !global.some((g) => g.name === s.entry.name));
     retire((s) => s.persona === persona.name && !own.some((o) => o.name === s.entry.name));
     const inherited = global.filter((g) => !own.some((o) => o.name === g.name));
@@ -245,8 +253,9 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
     async tools(persona) {
       if (closed) return [];
       try {
-        await loadConnections(persona);
-        const mine = sync(persona);
+        const read = filesOf(persona);
+        await loadConnections(read);
+        const mine = sync(persona, read);
         const first = mine.filter((s) => s.connection && !s.connection.firstAttemptSettled && !s.waited);
         for (const slot of first) slot.waited = true;
         if (first.length) await settleWithin(Promise.allSettled(first.map((s) => s.connection!.firstAttempt)), firstConnectWaitMs);
@@ -260,8 +269,9 @@ export function createMcpToolProvider(options: McpToolProviderOptions): McpToolP
     status,
     async check(list, checkOptions = {}) {
       const deadline = Date.now() + (checkOptions.waitMs ?? 10_000);
-      for (const persona of list) await loadConnections(persona);
-      const started = list.flatMap((persona) => sync(persona));
+      const read = list.map((persona) => ({ persona, files: filesOf(persona) }));
+      for (const { files } of read) await loadConnections(files);
+      const started = read.flatMap(({ persona, files }) => sync(persona, files));
       await Promise.all(started.map((slot) => slot.connection?.settle(Math.max(0, deadline - Date.now()))));
       return status();
     },

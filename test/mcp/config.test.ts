@@ -1,8 +1,9 @@
 // mcp.jsonc: errors that name the file and JSON path, allow and deny, a persona's server replacing the global one,
-// and edits taking effect on the next tools() call.
+// edits taking effect on the next tools() call, and each file looked at once per call.
+import fsSync from 'node:fs';
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError } from '#src/config/errors.ts';
 import { createMcpFileReader, createMcpToolProvider, formatMcpStatus, type McpToolProvider } from '#src/mcp/index.ts';
 import { FAST, makeMcpHome, stdioEntry, type McpHome } from '../support/mcp-fixtures.ts';
@@ -128,5 +129,29 @@ describe('the servers a persona gets', () => {
     const fay = await home.persona('fay', '{ "servers": [] }');
     expect(await names(fay)).toEqual(['mcp_tools_add', 'mcp_tools_echo']);
     expect(provider.status().files.map((f) => f.error)).toContain(`${path.join(fay.dir, 'mcp.jsonc')}: /servers must be object`);
+  });
+});
+
+describe('looking for mcp.jsonc', () => {
+  it('looks at the global file and the persona\'s once per tools() call, whether or not they exist', async () => {
+    // Every turn lists its tools: most find neither file, and each look is a system call.
+    const globalFile = path.join(home.dir, 'absent', 'mcp.jsonc');
+    const provider = createMcpToolProvider({ ...FAST, globalFile });
+    const stat = vi.spyOn(fsSync, 'statSync');
+    try {
+      const gil = await home.persona('gil');
+      const looks = async () => {
+        stat.mockClear();
+        expect(await provider.tools(gil)).toEqual([]);
+        return stat.mock.calls.map(([file]) => String(file)).filter((file) => file.endsWith('mcp.jsonc')).sort();
+      };
+      expect(await looks()).toEqual([globalFile, path.join(gil.dir, 'mcp.jsonc')].sort());
+      // With a file that declares no server, the same.
+      await home.writePersona(gil, { servers: {} });
+      expect(await looks()).toEqual([globalFile, path.join(gil.dir, 'mcp.jsonc')].sort());
+    } finally {
+      stat.mockRestore();
+      await provider.close();
+    }
   });
 });
