@@ -70,8 +70,8 @@ export interface AppOptions {
   modelRetryDeadlineMs?: number;
   /** How often the receivers' locks are checked (tests). */
   exclusiveCheckMs?: number;
-  /** How often messages left 'sending' by a dead process are looked for (tests). */
-  outboxSweepMs?: number;
+  /** How often what a gone process left (messages it was sending, turn jobs it held) is looked for (tests). */
+  goneSweepMs?: number;
   /** How long a turn runs before "typing…" is shown (tests). */
   typingAfterMs?: number;
   /** How often events kept on disk are looked for while running, and how old they must be to be tried (tests). */
@@ -318,7 +318,7 @@ export async function startApp(options: AppOptions): Promise<App> {
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
     if (options.worker !== false) {
-      maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log, outboxIntervalMs: options.outboxSweepMs });
+      maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log, goneSweepMs: options.goneSweepMs });
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await listen(database.sql, CHANNELS.cancel, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());

@@ -44,8 +44,8 @@ export function startMaintenance(deps: {
   personas: () => readonly Persona[];
   log: Logger;
   intervalMs?: number;
-  /** How often messages and turn jobs left by a dead process are looked for. */
-  outboxIntervalMs?: number;
+  /** How often what a gone process left (messages it was sending, turn jobs it held) is looked for. */
+  goneSweepMs?: number;
 }) {
   const { db } = deps.database;
   let running: Promise<void> | undefined;
@@ -131,8 +131,8 @@ export function startMaintenance(deps: {
   timer.unref();
   let sweeping: Promise<void> | undefined;
   const sweep = () => (sweeping ??= sweepGone().finally(() => (sweeping = undefined)));
-  const outboxTimer = setInterval(sweep, deps.outboxIntervalMs ?? 5_000);
-  outboxTimer.unref();
+  const sweepTimer = setInterval(sweep, deps.goneSweepMs ?? 5_000);
+  sweepTimer.unref();
   // A process started after a crash sees at once what the crashed one left, and gives it back at its next pass.
   void sweep();
   return {
@@ -143,7 +143,7 @@ export function startMaintenance(deps: {
     },
     async stop() {
       clearInterval(timer);
-      clearInterval(outboxTimer);
+      clearInterval(sweepTimer);
       await Promise.all([running, sweeping]);
     },
   };

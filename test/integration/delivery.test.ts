@@ -8,7 +8,7 @@ import { until } from '../support/until.ts';
 let h: Harness;
 beforeAll(async () => {
   // Maintenance runs here only when a test asks for a pass.
-  h = await startHarness({ app: { outboxSweepMs: 3_600_000 } });
+  h = await startHarness({ app: { goneSweepMs: 3_600_000 } });
 });
 afterAll(async () => {
   await h?.stop();

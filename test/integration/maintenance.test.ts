@@ -78,7 +78,7 @@ describe('a turn job held by a process that is gone', () => {
     ((await h.app.database.db.execute(sql`select state, retry_count from pgboss.job where id = ${id}`)) as unknown as { state: string; retry_count: number }[])[0];
 
   it('goes back to the queue once the process is seen gone at two passes; a live process keeps its own', async () => {
-    const maintenance = startMaintenance({ database: h.app.database, jobs: h.app.jobs, delivery: h.app.delivery, personas: () => h.app.personas, log: pino({ level: 'silent' }), intervalMs: 3_600_000, outboxIntervalMs: 3_600_000 });
+    const maintenance = startMaintenance({ database: h.app.database, jobs: h.app.jobs, delivery: h.app.delivery, personas: () => h.app.personas, log: pino({ level: 'silent' }), intervalMs: 3_600_000, goneSweepMs: 3_600_000 });
     try {
       await maintenance.runOnce(); // Its pass at the start.
       const gone = await heldTurn('testy:chat:gone1', 'parlor:gone:0');

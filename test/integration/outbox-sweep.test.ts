@@ -6,7 +6,7 @@ import { startHarness, type Harness } from '../support/harness.ts';
 // sweeps of the outbox (every 10 s by default), not at the minute-long housekeeping pass.
 let h: Harness;
 beforeAll(async () => {
-  h = await startHarness({ app: { outboxSweepMs: 400 } });
+  h = await startHarness({ app: { goneSweepMs: 400 } });
 });
 afterAll(async () => {
   await h?.stop();

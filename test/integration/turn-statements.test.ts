@@ -10,7 +10,7 @@ beforeAll(async () => {
   h = await startHarness({
     reachDatabase: async (url) => (proxy = await startStatementProxy(url)).url,
     // Nothing in the background while the messages are counted: the outbox is swept by notification alone.
-    app: { outboxSweepMs: 10 * 60_000 },
+    app: { goneSweepMs: 10 * 60_000 },
   });
 });
 afterAll(async () => {
