@@ -9,6 +9,7 @@ import type { Connector } from '../../src/connector.ts';
 import { createTestDatabase, type TestDatabase } from './database.ts';
 import { startFakeLlm, type FakeLlm } from './fake-llm.ts';
 import { createRecordingConnector, type RecordingConnector, type RecordingOptions } from './recording-connector.ts';
+import { tempDir } from './temp-dirs.ts';
 
 export interface PersonaFiles {
   soul?: string;
@@ -33,8 +34,9 @@ export const TEST_PERSONA: PersonaFiles = {
   },
 };
 
+/** A folder of personas, removed after the test file that wrote it (see temp-dirs.ts). */
 export async function writePersonas(personas: Record<string, PersonaFiles>): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-personas-'));
+  const dir = await tempDir('parlor-personas-');
   for (const [name, files] of Object.entries(personas)) {
     const p = path.join(dir, name);
     await fs.mkdir(p, { recursive: true });
