@@ -26,8 +26,6 @@ export interface Trip {
    * first use on each connection splits the trip it is in.
    */
   prepared: string[];
-  /** Which of the proxy's connections it went over, counted from 0. */
-  connection: number;
 }
 
 /** Reads the client's side of one connection: after the startup message, typed messages (a byte, then a length). */
@@ -78,14 +76,12 @@ export async function startStatementProxy(serverUrl: string): Promise<StatementP
   const executed: string[] = [];
   const trips: Trip[] = [];
   const sockets = new Set<Socket>();
-  let connections = 0;
   const server: Server = createServer((inbound) => {
     const outbound = createConnection({ host: target.hostname, port: Number(target.port) });
     sockets.add(inbound).add(outbound);
-    const connection = connections++;
     let trip: Trip | undefined;
     const current = () => {
-      if (!trip) trips.push((trip = { statements: [], prepared: [], connection }));
+      if (!trip) trips.push((trip = { statements: [], prepared: [] }));
       return trip;
     };
     const normal = (text: string) => text.replace(/\s+/g, ' ').trim();
