@@ -15,6 +15,7 @@ import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from '#src/agent/history.t
 import { createConversationSummaries } from '#src/jobs/conversation-summaries.ts';
 import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
 import { startMaintenance } from '#src/jobs/maintenance.ts';
+import { startProcessBeat } from '#src/jobs/process-beat.ts';
 import { createScheduler, type Scheduler } from '#src/jobs/scheduler.ts';
 import { DEFAULT_TURN_CONCURRENCY, startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
 import { createCommandHandler, type CommandHandler } from '#src/ingress/control.ts';
@@ -79,6 +80,10 @@ export interface AppOptions {
   questionSweepMs?: number;
   /** How often a waiting ask_persona looks for its reply besides the notification (tests). */
   personaAskRecheckMs?: number;
+  /** How long a process may go without its heartbeat before the others fence it (PARLOR_HUNG_AFTER_SECONDS; tests). */
+  hungAfterMs?: number;
+  /** This process was fenced (others took it for hung and took its work): by default it logs why and exits at once. */
+  onFenced?: () => void;
 }
 
 export interface App {
@@ -101,6 +106,21 @@ export interface App {
   /** Resolves when the conversation has no turn running or waiting (or, with `orQuestion`, waits on a person). */
   waitForIdle(conversationId: string, timeoutMs?: number, options?: { orQuestion?: boolean }): Promise<void>;
   stop(): Promise<void>;
+}
+
+/**
+ * A fenced process stops at once, without the clean stop's steps: its turns, claims and locks are the others' now,
+ * and anything it did on its way out could send a message twice. A supervisor (systemd, Compose) starts it again.
+ */
+function exitFenced(log: Logger): void {
+  log.fatal(
+    'this process was stopped or cut off for longer than PARLOR_HUNG_AFTER_SECONDS with its database connections open; ' +
+      'the other processes took its work over, so it exits now (start it again, or let its supervisor)',
+  );
+  // The line written first (the log may be asynchronous); a message taken for sending meanwhile is refused to a fenced
+  // session by the database (see NOT_FENCED).
+  log.flush(() => process.exit(1));
+  setTimeout(() => process.exit(1), 500);
 }
 
 /** The platform connectors whose settings are present; each platform's SDK loads only when used. */
@@ -187,6 +207,14 @@ export async function startApp(options: AppOptions): Promise<App> {
     const database = await connectDatabase(url);
     cleanups.push(() => database.close());
     await migrateDatabase(database);
+    // Beating before anything takes work: a process that stops with its connections open is fenced by the others.
+    const beat = await startProcessBeat({
+      database,
+      log,
+      hungAfterMs: options.hungAfterMs ?? (settings.hungAfterSeconds === undefined ? undefined : settings.hungAfterSeconds * 1000),
+      onFenced: options.onFenced ?? (() => exitFenced(log)),
+    });
+    cleanups.push(() => beat.stop());
     const jobs = await startJobSystem(database, log);
     cleanups.push(() => jobs.stop({ timeoutMs: 3000 }));
     const processStore = createProcessStore({ database, jobs, log, killTagged });
@@ -318,7 +346,7 @@ export async function startApp(options: AppOptions): Promise<App> {
 
     let maintenance: ReturnType<typeof startMaintenance> | undefined;
     if (options.worker !== false) {
-      maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log, goneSweepMs: options.goneSweepMs });
+      maintenance = startMaintenance({ database, jobs, delivery, personas: () => personas, log, goneSweepMs: options.goneSweepMs, beat });
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await listen(database.sql, CHANNELS.cancel, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());

@@ -207,6 +207,8 @@ export function createDelivery(deps: {
           await markOutboundPending(taken);
           return { status: 'queued' };
         }
+        // Taken by another process meanwhile (or this one was fenced, and may take nothing): read it again.
+        await sleep(50);
         continue;
       }
       if (Date.now() > deadline) return { status: 'failed', error: 'another process is still sending this message' };

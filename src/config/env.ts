@@ -49,6 +49,11 @@ export interface Settings {
   connectors: Record<string, unknown>;
   /** PARLOR_TURN_CONCURRENCY: how many turns one process runs at once (each in a conversation of its own). */
   turnConcurrency?: number;
+  /**
+   * PARLOR_HUNG_AFTER_SECONDS: how long a process may go without its heartbeat, its connections still open, before the
+   * others fence it and take its work over.
+   */
+  hungAfterSeconds?: number;
 }
 
 const NO_MODEL =
@@ -160,6 +165,13 @@ export function parseSettings(
     throw new ConfigError(`PARLOR_TURN_CONCURRENCY=${turnsText} is not a whole number from 1 to 1000 (turns one process runs at once)`);
   }
 
+  const hungText = optional(env, 'PARLOR_HUNG_AFTER_SECONDS');
+  if (hungText !== undefined && (!/^\d+$/.test(hungText) || Number(hungText) < 5 || Number(hungText) > 3600)) {
+    throw new ConfigError(
+      `PARLOR_HUNG_AFTER_SECONDS=${hungText} is not a whole number from 5 to 3600 (seconds a process may go without its heartbeat before the others take its work over)`,
+    );
+  }
+
   const timezone = optional(env, 'PARLOR_TIMEZONE') ?? 'UTC';
   try {
     new Intl.DateTimeFormat('en', { timeZone: timezone });
@@ -193,6 +205,7 @@ export function parseSettings(
     embeddings: embeddings(env),
     connectors,
     ...(turnsText !== undefined ? { turnConcurrency: Number(turnsText) } : {}),
+    ...(hungText !== undefined ? { hungAfterSeconds: Number(hungText) } : {}),
   };
 }
 

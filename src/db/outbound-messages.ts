@@ -5,7 +5,7 @@ import { turnEndAssignments, type TurnEnd } from './turns.ts';
 import { clientOf, rowReader, type Queryable } from './client.ts';
 import { conversationThreadInsert, type ConversationThread } from './conversation-threads.ts';
 import { outboundMessages } from './schema.ts';
-import { LIVE_SESSIONS } from './sessions.ts';
+import { LIVE_SESSIONS, NOT_FENCED } from './sessions.ts';
 
 export type OutboundRow = typeof outboundMessages.$inferSelect;
 const readOutbound = rowReader(outboundMessages);
@@ -64,7 +64,9 @@ export async function insertOutbound(
     with turn as (
       select ${row.turnId ?? null}::uuid is null or exists (select 1 from turns where id = ${row.turnId ?? null}::uuid) as known
     ), open as (
-      select 1 from outbound_messages where connector = ${row.connector} and chat = ${row.chat} and status in ('pending', 'sending') limit 1
+      (select 1 from outbound_messages where connector = ${row.connector} and chat = ${row.chat} and status in ('pending', 'sending') limit 1)
+      -- A fenced process (see sessions.ts) sends nothing: what it writes waits in the outbox for a live one.
+      union all (select 1 from process_beats where session = ${claimedBy} and fenced_at is not null)
     ), written as (
       insert into outbound_messages
         (dedupe_key, turn_id, conversation_id, connector, chat, thread, reply_to, text, files, buttons, kind, private_to, status, claimed_at, claimed_by)
@@ -127,6 +129,7 @@ export async function takeOverOutbound(db: Queryable, id: number, claimedBy: str
       and(
         eq(outboundMessages.id, id),
         sql`(${outboundMessages.status} = 'pending' or (${outboundMessages.status} = 'sending' and (${outboundMessages.claimedBy} is null or ${outboundMessages.claimedBy} not in ${LIVE_SESSIONS})))`,
+        NOT_FENCED(claimedBy),
       ),
     )
     .returning();
@@ -230,11 +233,14 @@ export async function claimPendingOutbound(
     .update(outboundMessages)
     .set({ status: 'sending', claimedAt: sql`now()`, claimedBy })
     .where(
-      inArray(
-        outboundMessages.id,
-        sql`(select id from outbound_messages o where status = 'pending' and (${sql.join(filters, sql` or `)})
-          and not exists (select 1 from outbound_messages e where e.connector = o.connector and e.chat = o.chat and e.id < o.id and e.status in ('pending', 'sending'))
-          order by id limit ${limit} for update skip locked)`,
+      and(
+        inArray(
+          outboundMessages.id,
+          sql`(select id from outbound_messages o where status = 'pending' and (${sql.join(filters, sql` or `)})
+            and not exists (select 1 from outbound_messages e where e.connector = o.connector and e.chat = o.chat and e.id < o.id and e.status in ('pending', 'sending'))
+            order by id limit ${limit} for update skip locked)`,
+        ),
+        NOT_FENCED(claimedBy),
       ),
     )
     .returning();

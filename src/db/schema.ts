@@ -517,3 +517,14 @@ export const conversationSummaries = pgTable('conversation_summaries', {
   throughMessageId: integer('through_message_id').notNull(),
   updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
 });
+
+/**
+ * The heartbeat of each running Parlor process (by its session name, see Database.applicationName). A process whose
+ * connections stay open but that has stopped beating (stopped, frozen, cut off) is fenced: its connections are
+ * terminated and its work is handed to the others, and it stops when it finds itself fenced.
+ */
+export const processBeats = pgTable('process_beats', {
+  session: text('session').primaryKey(),
+  beatAt: timestamp('beat_at', { withTimezone: true }).notNull().defaultNow(),
+  fencedAt: timestamp('fenced_at', { withTimezone: true }),
+});

@@ -10,7 +10,8 @@ import { pruneInboundFailures } from '#src/db/inbound-failures.ts';
 import { orphanedOutboundIds, pruneOutbound, requeueOrphanedOutbound } from '#src/db/outbound-messages.ts';
 import { pruneQuestions } from '#src/db/questions.ts';
 import { pruneReminders } from '#src/db/reminders.ts';
-import { goneAtTwoPasses } from '#src/db/sessions.ts';
+import { fenceHungSessions, goneAtTwoPasses, pruneBeats } from '#src/db/sessions.ts';
+import type { ProcessBeat } from './process-beat.ts';
 import { failOrphanedTurns, failTurnOfJob, turnJobsOfGoneSessions } from '#src/db/turns.ts';
 import { primaryTarget } from '#src/tools/targets.ts';
 import type { JobSystem } from './boss.ts';
@@ -33,7 +34,8 @@ const LOST_TURN_SECONDS = 600;
  *   for a death): a message it left 'sending' goes back to the outbox (the platform never confirmed it, so it is sent
  *   again, once), and the job of a turn it was running goes back to the queue, which runs it again within seconds
  *   instead of once the job's heartbeat runs out (half a minute and more). This step has a timer of its own (every
- *   5 s, and once at the start), since a chat's later messages wait behind that message or turn;
+ *   5 s, and once at the start), since a chat's later messages wait behind that message or turn. A process whose
+ *   connections stay open but whose heartbeat stopped (see process-beat.ts) is fenced first, and so counts as gone;
  * - dedupe records, finished ledger rows, finished reminders, resolved questions and the throwaway conversations of
  *   `fresh` cron runs older than any redelivery are pruned.
  */
@@ -46,6 +48,8 @@ export function startMaintenance(deps: {
   intervalMs?: number;
   /** How often what a gone process left (messages it was sending, turn jobs it held) is looked for. */
   goneSweepMs?: number;
+  /** This process's heartbeat: while it is steady, processes that stopped beating are fenced. */
+  beat?: ProcessBeat;
 }) {
   const { db } = deps.database;
   let running: Promise<void> | undefined;
@@ -101,9 +105,22 @@ export function startMaintenance(deps: {
     deps.log.warn({ count: gone.length }, 'turns whose process is gone are run again');
   }
 
+  /** Processes that stopped beating with their connections open: fenced, so that what they held is handed on. */
+  async function fenceHung() {
+    const beat = deps.beat;
+    if (!beat?.steady()) return;
+    const seconds = beat.hungAfterMs / 1000;
+    for (const { session, terminated } of await fenceHungSessions(deps.database.sql, deps.database.applicationName, seconds)) {
+      deps.log.warn(
+        { session, terminated },
+        `a process stopped answering (no heartbeat for ${seconds} s) with its database connections open: it is fenced, and its work goes to the others`,
+      );
+    }
+  }
+
   /** What processes that are gone left behind; each step on its own, so one that fails does not hold the other. */
   async function sweepGone() {
-    for (const step of [requeueOrphans, releaseTurnsOfGoneProcesses]) {
+    for (const step of [fenceHung, requeueOrphans, releaseTurnsOfGoneProcesses]) {
       await step().catch((err: unknown) => deps.log.warn({ err }, 'maintenance step failed'));
     }
   }
@@ -120,6 +137,7 @@ export function startMaintenance(deps: {
       await pruneQuestions(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneFreshCronConversations(db, new Date(Date.now() - OUTBOUND_RETENTION_MS));
       await pruneConversationThreads(db, new Date(Date.now() - THREAD_RETENTION_MS));
+      await pruneBeats(deps.database.sql);
     } catch (err) {
       deps.log.warn({ err }, 'maintenance step failed');
     }

@@ -130,6 +130,15 @@ describe('bad values name their variable on one line', () => {
     expect(parse({}).turnConcurrency).toBeUndefined();
   });
 
+  it.each(['4', '3601', '30s', '7.5'])('PARLOR_HUNG_AFTER_SECONDS=%s', (value) => {
+    expectOneLine(() => parse({ PARLOR_HUNG_AFTER_SECONDS: value }), 'PARLOR_HUNG_AFTER_SECONDS');
+  });
+
+  it('takes how long a process may go without its heartbeat, and leaves it unset (the default) when not given', () => {
+    expect(parse({ PARLOR_HUNG_AFTER_SECONDS: '5' }).hungAfterSeconds).toBe(5);
+    expect(parse({}).hungAfterSeconds).toBeUndefined();
+  });
+
   it('accepts the port range ends', () => {
     expect(parse({ PARLOR_HTTP_PORT: '0' }).http.port).toBe(0);
     expect(parse({ PARLOR_HTTP_PORT: '65535' }).http.port).toBe(65535);

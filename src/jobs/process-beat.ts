@@ -1,0 +1,79 @@
+import type { Logger } from 'pino';
+import type { Database } from '#src/db/client.ts';
+import { beat, endBeats } from '#src/db/sessions.ts';
+import { databaseUnavailable } from '#src/db/unavailable.ts';
+
+/** How long a process may go without beating, its connections open, before the others fence it (see sessions.ts). */
+export const DEFAULT_HUNG_AFTER_MS = 30_000;
+/** Beats per hung period: a process late by a few beats is still far from being fenced. */
+const BEATS_PER_PERIOD = 6;
+
+export interface ProcessBeat {
+  /** How long a session may go without beating before it is fenced. */
+  hungAfterMs: number;
+  /**
+   * Whether this process has beaten without a gap for a whole hung period: only then may it judge others hung. A
+   * process back from being stopped itself, or from a database outage, sees everyone's beats as old until theirs
+   * resume too.
+   */
+  steady(): boolean;
+  /** Stops beating and takes this process's row away (a clean stop). */
+  stop(): Promise<void>;
+}
+
+/**
+ * This process's heartbeat: its row in process_beats renewed every sixth of the hung period. Should a beat find the
+ * session fenced (the others took it for hung and took its work over), `onFenced` is called: the process must stop
+ * at once, before it sends anything for work that is no longer its own.
+ */
+export async function startProcessBeat(deps: {
+  database: Database;
+  log: Logger;
+  hungAfterMs?: number;
+  onFenced: () => void;
+}): Promise<ProcessBeat> {
+  const hungAfterMs = deps.hungAfterMs ?? DEFAULT_HUNG_AFTER_MS;
+  const everyMs = Math.max(100, Math.floor(hungAfterMs / BEATS_PER_PERIOD));
+  const { sql, applicationName: session } = deps.database;
+  let lastBeat = Date.now();
+  let steadySince = lastBeat;
+  let fenced = false;
+  let beating: Promise<void> | undefined;
+
+  await beat(sql, session, true);
+
+  async function beatOnce() {
+    try {
+      if (!(await beat(sql, session, false))) {
+        fenced = true;
+        clearInterval(timer);
+        deps.onFenced();
+        return;
+      }
+      // Wall-clock time, which runs on while the machine sleeps: a gap is a gap however it came about.
+      const now = Date.now();
+      if (now - lastBeat > 2 * everyMs) steadySince = now;
+      lastBeat = now;
+    } catch (err) {
+      if (!databaseUnavailable(err)) deps.log.warn({ err }, 'the process heartbeat failed');
+    }
+  }
+
+  const timer = setInterval(() => {
+    beating ??= beatOnce().finally(() => (beating = undefined));
+  }, everyMs);
+  timer.unref();
+
+  return {
+    hungAfterMs,
+    steady() {
+      const now = Date.now();
+      return !fenced && now - lastBeat <= 2 * everyMs && now - steadySince >= hungAfterMs;
+    },
+    async stop() {
+      clearInterval(timer);
+      await beating;
+      if (!fenced) await endBeats(sql, session).catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,175 @@
+// A process that stops with its connections open (SIGSTOP, a frozen VM, a machine cut off): its heartbeat in
+// process_beats stops, a steady process fences it (its connections terminated, its session marked), a fenced session
+// counts as gone even when it connects again, may take nothing for sending, and finds out at its next beat. A process
+// that merely reconnected, or was itself away, fences nobody. The whole story with real processes is in
+// test/e2e/hung-process.test.ts.
+import { sql as dsql } from 'drizzle-orm';
+import pino from 'pino';
+import postgres from 'postgres';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { claimPendingOutbound, insertOutbound, takeOverOutbound } from '../../src/db/outbound-messages.ts';
+import { beat, fenceHungSessions, LIVE_SESSIONS, pruneBeats } from '../../src/db/sessions.ts';
+import { startProcessBeat } from '../../src/jobs/process-beat.ts';
+import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+
+let db: TestDatabase;
+const clients: postgres.Sql[] = [];
+const log = pino({ level: 'silent' });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A process's connection, under its session name. */
+function session(name: string): postgres.Sql {
+  const client = postgres(db.url, { max: 1, onnotice: () => {}, connection: { application_name: name } });
+  clients.push(client);
+  return client;
+}
+
+const live = async () =>
+  ((await db.database.db.execute(dsql`select application_name as name from ${LIVE_SESSIONS} s(application_name)`)) as unknown as { name: string }[]).map((r) => r.name);
+
+const ageBeat = (name: string, seconds: number) =>
+  db.database.sql`update process_beats set beat_at = now() - make_interval(secs => ${seconds}) where session = ${name}`;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.end({ timeout: 1 })));
+  await db.database.sql`delete from process_beats`;
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+describe('fencing a session that stopped beating', () => {
+  it('fences a connected session whose beat and connections are older than the hung period, and only it', async () => {
+    const hung = session('parlor:1:hung');
+    const fresh = session('parlor:2:fresh');
+    const reconnected = session('parlor:3:reconnected');
+    await beat(hung, 'parlor:1:hung', true);
+    await beat(fresh, 'parlor:2:fresh', true);
+    // Its beat is old too, but it connected within the period (back from a database restart, say), and will beat.
+    await sleep(1200);
+    await beat(reconnected, 'parlor:3:reconnected', true);
+    await ageBeat('parlor:1:hung', 60);
+    await ageBeat('parlor:3:reconnected', 60);
+    await reconnected.end();
+    const again = session('parlor:3:reconnected');
+    await again`select 1`;
+    // Not connected at all: gone already, which the sweeps of gone sessions handle; nothing to fence.
+    await db.database.sql`insert into process_beats (session, beat_at) values ('parlor:4:gone', now() - interval '1 hour')`;
+
+    await beat(fresh, 'parlor:2:fresh', false);
+    const [{ pid }] = await hung<{ pid: number }[]>`select pg_backend_pid() as pid`;
+
+    const fenced = await fenceHungSessions(db.database.sql, db.database.applicationName, 1);
+    expect(fenced).toEqual([{ session: 'parlor:1:hung', terminated: 1 }]);
+
+    // Its connection is gone, and so is it from the live sessions, even once it connects again.
+    const backends = async () => (await db.database.sql`select 1 from pg_stat_activity where pid = ${pid}`).length;
+    for (let i = 0; i < 50 && (await backends()) > 0; i++) await sleep(20);
+    expect(await backends()).toBe(0);
+    await hung`select 1`.catch(() => {});
+    await hung`select 1`;
+    const names = await live();
+    expect(names).toContain('parlor:2:fresh');
+    expect(names).toContain('parlor:3:reconnected');
+    expect(names).not.toContain('parlor:1:hung');
+    // Its next beat says it was fenced; the others' say they are fine.
+    expect(await beat(hung, 'parlor:1:hung', false)).toBe(false);
+    expect(await beat(fresh, 'parlor:2:fresh', false)).toBe(true);
+    // Fenced once: a second pass finds nothing more to do.
+    expect(await fenceHungSessions(db.database.sql, db.database.applicationName, 1)).toEqual([]);
+  });
+
+  it('never fences its own session', async () => {
+    const own = db.database.applicationName;
+    await beat(db.database.sql, own, true);
+    await ageBeat(own, 60);
+    await sleep(1100);
+    expect(await fenceHungSessions(db.database.sql, own, 1)).toEqual([]);
+  });
+
+  it('lets a fenced session take nothing for sending: what it writes waits in the outbox for a live process', async () => {
+    const zombie = 'parlor:9:zombie';
+    await db.database.sql`insert into process_beats (session, fenced_at) values (${zombie}, now())`;
+    const row = await insertOutbound(db.database.db, {
+      dedupeKey: 'from-the-fenced',
+      connector: 'chat',
+      chat: 'c1',
+      text: 'late answer',
+      status: 'sending',
+      claimedBy: zombie,
+    });
+    expect(row).toMatchObject({ status: 'pending', claimedBy: null });
+    expect(await claimPendingOutbound(db.database.db, [{ connector: 'chat' }], zombie)).toEqual([]);
+    expect(await takeOverOutbound(db.database.db, row!.id, zombie)).toBeUndefined();
+    // A live process takes it.
+    const taken = await claimPendingOutbound(db.database.db, [{ connector: 'chat' }], 'parlor:8:live');
+    expect(taken.map((r) => r.dedupeKey)).toEqual(['from-the-fenced']);
+  });
+
+  it('forgets the beats of sessions gone for a day, and keeps the rest', async () => {
+    const connected = session('parlor:6:connected');
+    await beat(connected, 'parlor:6:connected', true);
+    await ageBeat('parlor:6:connected', 3 * 24 * 3600);
+    await db.database.sql`insert into process_beats (session, beat_at) values
+      ('parlor:5:long-gone', now() - interval '2 days'), ('parlor:7:lately-gone', now() - interval '1 hour')`;
+    await pruneBeats(db.database.sql);
+    const left = (await db.database.sql<{ session: string }[]>`select session from process_beats order by session`).map((r) => r.session);
+    // Connected: kept, however old its beat; gone for less than a day: kept, should it come back.
+    expect(left).toEqual(['parlor:6:connected', 'parlor:7:lately-gone']);
+  });
+});
+
+describe("a process's heartbeat", () => {
+  it('beats, is steady only after a whole hung period of beats, and stops when it finds itself fenced', async () => {
+    let fencedCalls = 0;
+    const beats = await startProcessBeat({ database: db.database, log, hungAfterMs: 600, onFenced: () => fencedCalls++ });
+    const name = db.database.applicationName;
+    const beatAt = async () =>
+      (await db.database.sql<{ at: number }[]>`select extract(epoch from beat_at)::float8 as at from process_beats where session = ${name}`)[0]?.at;
+    const first = await beatAt();
+    expect(first).toBeTypeOf('number');
+    expect(beats.steady()).toBe(false);
+    await sleep(800);
+    expect(beats.steady()).toBe(true);
+    expect(await beatAt()).toBeGreaterThan(first!);
+
+    await db.database.sql`update process_beats set fenced_at = now() where session = ${name}`;
+    await sleep(300);
+    expect(fencedCalls).toBe(1);
+    expect(beats.steady()).toBe(false);
+    await sleep(300);
+    // Once: it stopped beating.
+    expect(fencedCalls).toBe(1);
+    await beats.stop();
+    // A fenced row stays, so the session stays fenced.
+    expect(await beatAt()).toBeTypeOf('number');
+  });
+
+  it('takes its row away when it stops cleanly', async () => {
+    const beats = await startProcessBeat({ database: db.database, log, hungAfterMs: 600, onFenced: () => {} });
+    await beats.stop();
+    expect(await db.database.sql`select 1 from process_beats where session = ${db.database.applicationName}`).toHaveLength(0);
+  });
+
+  it('is not steady after a gap in its own beats (it was stopped itself, or the database was away)', async () => {
+    const beats = await startProcessBeat({ database: db.database, log, hungAfterMs: 600, onFenced: () => {} });
+    await sleep(800);
+    expect(beats.steady()).toBe(true);
+    // The event loop held for longer than two beats: as a stopped process sees it when it runs again.
+    const until = Date.now() + 350;
+    while (Date.now() < until) {
+      /* held */
+    }
+    expect(beats.steady()).toBe(false);
+    await sleep(250);
+    expect(beats.steady()).toBe(false);
+    await sleep(700);
+    expect(beats.steady()).toBe(true);
+    await beats.stop();
+  });
+});
