@@ -1,5 +1,6 @@
-// `npm run faults`: the full fault run (at least 100 kill -9 cycles), its figures printed; exits 1 when an invariant
-// does not hold. FAULTS_CYCLES, FAULTS_SEED and FAULTS_WORKERS change the run.
+// `npm run faults`: the full fault run (100 cycles: kill -9 in most, a Postgres restart every 10th, a worker stopped
+// past the hung period every 10th), its figures printed; exits 1 when an invariant does not hold. FAULTS_CYCLES,
+// FAULTS_SEED and FAULTS_WORKERS change the run.
 import { formatReport, runFaults } from './scenario.ts';
 
 const seed = Number(process.env.FAULTS_SEED ?? Date.now() % 100_000);
@@ -7,6 +8,7 @@ console.log(`seed ${seed} (FAULTS_SEED=${seed} runs it again)`);
 const report = await runFaults({
   cycles: Number(process.env.FAULTS_CYCLES ?? 100),
   postgresEvery: Number(process.env.FAULTS_POSTGRES_EVERY ?? 10),
+  stopEvery: Number(process.env.FAULTS_STOP_EVERY ?? 10),
   cycleSeconds: [3, 8],
   workers: Number(process.env.FAULTS_WORKERS ?? 1),
   seed,
@@ -18,5 +20,11 @@ const report = await runFaults({
 });
 console.log(formatReport(report));
 const broken =
-  report.lost.length + report.duplicated.length + report.stuck.length + report.outOfOrder.length + report.unapprovedRuns.length + report.internalText.length;
+  report.lost.length +
+  report.duplicated.length +
+  report.stuck.length +
+  report.outOfOrder.length +
+  report.unapprovedRuns.length +
+  report.internalText.length +
+  report.badStopExits.length;
 process.exit(broken ? 1 : 0);

@@ -1,5 +1,6 @@
 // One fault run: people on Telegram, Discord and Slack keep writing, asking for a tool that needs approval (and
-// clicking, or not) and setting reminders, while Parlor processes are killed with SIGKILL, Postgres restarts, the
+// clicking, or not) and setting reminders, while Parlor processes are killed with SIGKILL or stopped (SIGSTOP) until
+// the others fence them, Postgres restarts, the
 // model fails in every way it can and the platforms rate-limit, fail, drop connections and deliver twice. At the end
 // the invariants are checked from the fakes' records and the database.
 import fs from 'node:fs/promises';
@@ -7,13 +8,18 @@ import path from 'node:path';
 import type { FakeReply, RecordedRequest } from '../support/fake-llm.ts';
 import type { BotApiReply } from '../support/fake-telegram.ts';
 import { discordPlatform, GROUP, slackPlatform, telegramPlatform, type BotMessage, type Platform, type PlatformName } from './platforms.ts';
-import { startWorld, type World } from './world.ts';
+import { HUNG_AFTER_SECONDS, startWorld, type World } from './world.ts';
 
 export interface FaultConfig {
   /** Kill -9 cycles (each: some seconds of load, then a kill of a random process, or a Postgres restart). */
   cycles: number;
   /** Which cycles restart Postgres instead of killing a process. */
   postgresEvery: number;
+  /**
+   * Which cycles (the middle one of every so many) stop a worker with SIGSTOP for longer than the others take to
+   * fence it, instead of killing a process; then let it run again (it must exit, and is started again).
+   */
+  stopEvery: number;
   /** Seconds of load between faults (a random time in this range). */
   cycleSeconds: [number, number];
   workers: number;
@@ -38,6 +44,11 @@ export interface FaultReport {
   clicks: number;
   reminders: number;
   kills: number;
+  /** Workers stopped (SIGSTOP) past the hung period, and of those, how many exited fenced (status 1) when resumed. */
+  stops: number;
+  fencedExits: number;
+  /** A stopped worker that, resumed, exited some other way than fenced. */
+  badStopExits: string[];
   postgresRestarts: number;
   crashes: number;
   faults: Record<string, number>;
@@ -317,6 +328,9 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
   // The faults.
   let kills = 0;
   let postgresRestarts = 0;
+  let stops = 0;
+  let fencedExits = 0;
+  const badStopExits: string[] = [];
   for (let cycle = 1; cycle <= config.cycles; cycle++) {
     await sleep(between(config.cycleSeconds[0], config.cycleSeconds[1]) * 1000);
     // Platform trouble, one or two kinds per cycle.
@@ -354,6 +368,16 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
         log(`cycle ${cycle}: Postgres restarted (${mode})`);
         continue;
       }
+    }
+    if (cycle % config.stopEvery === Math.ceil(config.stopEvery / 2) && world.processes.length > 1) {
+      const victim = world.processes[1 + Math.floor(rand() * (world.processes.length - 1))];
+      // Past the hung period, a sweep of the others (every 5 s) and their own heartbeats' slack.
+      const { exit } = await world.stopAndResume(victim, HUNG_AFTER_SECONDS * 1000 + 10_000);
+      stops++;
+      if (exit === 1) fencedExits++;
+      else if (exit !== 'ran on') badStopExits.push(`${victim.name} exited (${exit}) when it ran again after being stopped`);
+      log(`cycle ${cycle}: stopped ${victim.name} for ${HUNG_AFTER_SECONDS + 10} s; ${exit === 'ran on' ? 'it ran on' : `it exited (${exit}) and runs again`}`);
+      continue;
     }
     // The process that runs the connectors more often than a worker.
     const victim = chance(0.6) || world.processes.length === 1 ? world.processes[0] : world.processes[1 + Math.floor(rand() * (world.processes.length - 1))];
@@ -400,6 +424,9 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     clicks,
     reminders: 0,
     kills,
+    stops,
+    fencedExits,
+    badStopExits,
     postgresRestarts,
     crashes: world.crashes.length,
     faults,
@@ -584,7 +611,8 @@ export function formatReport(r: FaultReport): string {
     `Fault run: ${r.seconds} s`,
     `  messages sent: ${r.sent.telegram + r.sent.discord + r.sent.slack} (Telegram ${r.sent.telegram}, Discord ${r.sent.discord}, Slack ${r.sent.slack}; mentions in a group ${r.mentions.telegram}/${r.mentions.discord}/${r.mentions.slack}); accepted ${r.accepted}, not taken by the platform's connection ${r.notAccepted}`,
     `  approvals: ${r.clicks} clicks; allowed ${r.approvals.allowed}, denied ${r.approvals.denied}, expired ${r.approvals.expired}; reminders set ${r.reminders}, fired ${r.remindersFired}`,
-    `  kills (SIGKILL): ${r.kills}; Postgres restarts: ${r.postgresRestarts}; exits nobody caused: ${r.crashes}`,
+    `  kills (SIGKILL): ${r.kills}; workers stopped (SIGSTOP) past the hung period: ${r.stops}, of which exited fenced when resumed: ${r.fencedExits}; ` +
+      `Postgres restarts: ${r.postgresRestarts}; exits nobody caused: ${r.crashes}`,
     `  faults: ${Object.entries(r.faults).sort().map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
     `  lost = ${r.lost.length}, duplicated = ${r.duplicated.length}, stuck = ${r.stuck.length}, out of order = ${r.outOfOrder.length}, failed visibly = ${r.failedVisibly}`,
     `  sent twice on Telegram after a kill between its accepting and the sent mark (it takes no idempotency key) = ${r.resentAfterKill.length}`,
@@ -602,6 +630,7 @@ export function formatReport(r: FaultReport): string {
     ['run twice', r.toolRanTwice],
     ['internal text', r.internalText],
     ['unexpected', r.unexpected],
+    ['stopped workers that did not exit fenced', r.badStopExits],
   ] as const) {
     if (list.length) lines.push(`  ${title}:`, ...list.slice(0, 20).map((l) => `    ${l}`));
   }

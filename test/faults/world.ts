@@ -1,6 +1,7 @@
 // The world a fault run happens in: a Postgres cluster of its own (so it can be restarted), the fake model, the fake
 // Telegram, Discord and Slack servers, a persona on all three, and real `parlor start` processes kept running by a
-// supervisor that can kill them with SIGKILL and restart them, as systemd would.
+// supervisor that can kill them with SIGKILL and restart them, as systemd would, or stop them (SIGSTOP) for longer
+// than PARLOR_HUNG_AFTER_SECONDS and let them run again.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
@@ -22,6 +23,8 @@ const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = path.join(root, 'bin/parlor.js');
 
 export const PERSONA = 'faulty';
+/** How long a process may go without its heartbeat before the others fence it, in every fault run. */
+export const HUNG_AFTER_SECONDS = 5;
 export const TELEGRAM_TOKEN = '424242:FAULTS-token';
 
 export interface WorldOptions {
@@ -70,11 +73,17 @@ export interface World {
   processes: ParlorProcess[];
   /** Exits the supervisor did not cause. */
   crashes: ProcessExit[];
-  /** When each process was started again after a kill, and its name. */
+  /** When each process was started again after a kill (SIGKILL), and its name. */
   restarts: { name: string; at: number }[];
   setModel(handler: FakeHandler): void;
   /** Kills the process with SIGKILL and starts it again at once; resolves once the new one is running. */
   killAndRestart(process: ParlorProcess): Promise<ParlorProcess>;
+  /**
+   * Stops the process (SIGSTOP: its connections stay open) for `ms`, then lets it run again. Fenced meanwhile, it
+   * exits at once (status 1), and is started again as a service manager would; `exit` is its status, or 'ran on'
+   * when it was not fenced and carried on.
+   */
+  stopAndResume(process: ParlorProcess, ms: number): Promise<{ exit: number | null | 'ran on'; next: ParlorProcess }>;
   /** Restarts Postgres (immediate: as after a crash, or fast); false when the database is not this run's own. */
   restartPostgres(mode: 'immediate' | 'fast'): Promise<boolean>;
   /** Resident memory of each running process (bytes). */
@@ -96,6 +105,8 @@ function envFor(world: { databaseUrl: string; personasDir: string; home: string;
     LLM_RETRY_SECONDS: '60',
     // A stalled stream is given up soon, so a run sees it retried.
     LLM_STALL_SECONDS: '5',
+    // A stopped process is fenced soon, so a run sees its work taken over.
+    PARLOR_HUNG_AFTER_SECONDS: String(HUNG_AFTER_SECONDS),
     TELEGRAM_BOT_TOKEN: TELEGRAM_TOKEN,
     TELEGRAM_API_ROOT: world.telegram.apiRoot,
     DISCORD_BOT_TOKEN: world.discord.token,
@@ -224,6 +235,20 @@ export async function startWorld(options: WorldOptions): Promise<World> {
   };
   await Promise.all(processes.map((p) => ready(p, 90_000)));
 
+  /** Starts a process the supervisor ended again, at once; resolves once the new one is running. */
+  async function relaunch(entry: ParlorProcess): Promise<ParlorProcess> {
+    const index = processes.indexOf(entry);
+    const next = launch(entry.name, entry.role);
+    if (index >= 0) processes[index] = next;
+    // A process that crashes on start is started again by the exit handler; wait for whichever runs.
+    const deadline = Date.now() + 90_000;
+    while (!processes[index]?.readyAt) {
+      if (Date.now() > deadline) throw new Error(`${entry.name} did not come back within 90 s:\n${processes[index]?.log.slice(-20).join('\n')}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return processes[index];
+  }
+
   return {
     scratch,
     sql,
@@ -239,20 +264,25 @@ export async function startWorld(options: WorldOptions): Promise<World> {
     restarts,
     setModel: (handler) => model.setDefault(handler),
     async killAndRestart(entry) {
-      const index = processes.indexOf(entry);
       entry.killed = true;
       entry.child.kill('SIGKILL');
       await entry.exit;
-      const next = launch(entry.name, entry.role);
-      if (index >= 0) processes[index] = next;
+      const next = await relaunch(entry);
       restarts.push({ name: entry.name, at: next.startedAt });
-      // A process that crashes on start is started again by the exit handler; wait for whichever runs.
-      const deadline = Date.now() + 90_000;
-      while (!processes[index]?.readyAt) {
-        if (Date.now() > deadline) throw new Error(`${entry.name} did not come back within 90 s:\n${processes[index]?.log.slice(-20).join('\n')}`);
-        await new Promise((r) => setTimeout(r, 50));
+      return next;
+    },
+    async stopAndResume(entry, ms) {
+      entry.child.kill('SIGSTOP');
+      await new Promise((r) => setTimeout(r, ms));
+      // Its exit from here on is expected: fenced, it stops at its next heartbeat.
+      entry.killed = true;
+      entry.child.kill('SIGCONT');
+      const exit = await Promise.race([entry.exit, new Promise<'ran on'>((r) => setTimeout(() => r('ran on'), 10_000))]);
+      if (exit === 'ran on') {
+        entry.killed = false;
+        return { exit, next: entry };
       }
-      return processes[index];
+      return { exit, next: await relaunch(entry) };
     },
     async restartPostgres(mode) {
       if (!embedded) return false;
