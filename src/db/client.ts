@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { getTableColumns } from 'drizzle-orm';
@@ -29,7 +30,22 @@ export interface Database {
    * ran on is stopped when it writes to the ledger (TurnGone): the messages it read are read again by a new start.
    */
   bookkeeping: Db;
+  /**
+   * One connection of its own, under the same session name, for the process's heartbeat: it connects whatever the
+   * gate says (see `gate`).
+   */
+  beatSql: postgres.Sql;
+  /**
+   * Asked before any new connection of `sql` and `bookkeeping` is made (the heartbeat sets it): a process back from a
+   * long stop finds every connection terminated if it was fenced meanwhile, and must learn that before it writes
+   * anything on a new one.
+   */
+  gate: ConnectGate;
   close(): Promise<void>;
+}
+
+export interface ConnectGate {
+  before?: () => Promise<void>;
 }
 
 export { DatabaseUnavailableError };
@@ -69,11 +85,51 @@ export function postgresTarget(url: string): { url: string; options: TargetOptio
   return { url: parsed.toString(), options };
 }
 
+/** postgres.js's resolved connection options, as it hands them to a socket factory. */
+interface SocketOptions {
+  host: string[];
+  port: number[];
+  path?: string | false;
+  connect_timeout: number;
+}
+
+/**
+ * A socket factory for postgres.js that asks the gate first, then connects as postgres.js would (TLS, when asked for,
+ * is still negotiated by postgres.js over it). A database URL names one server (see postgresTarget).
+ */
+function gatedSocket(gate: ConnectGate) {
+  return async (options: SocketOptions): Promise<net.Socket> => {
+    await gate.before?.();
+    return new Promise((resolve, reject) => {
+      const socket = options.path ? net.connect(options.path) : net.connect(options.port[0], options.host[0]);
+      const fail = (err: Error) => {
+        clearTimeout(timer);
+        socket.destroy();
+        reject(err);
+      };
+      const timer = setTimeout(
+        () => fail(Object.assign(new Error(`connecting to the database took more than ${options.connect_timeout} s`), { code: 'CONNECT_TIMEOUT' })),
+        options.connect_timeout * 1000,
+      );
+      socket.once('error', fail);
+      socket.once('connect', () => {
+        clearTimeout(timer);
+        socket.off('error', fail);
+        resolve(socket);
+      });
+    });
+  };
+}
+
 export async function connectDatabase(url: string, options: { max?: number } = {}): Promise<Database> {
   const applicationName = newApplicationName();
   const target = postgresTarget(url);
+  const gate: ConnectGate = {};
+  // postgres.js takes a socket factory (`socket`), which its types do not declare.
+  const gated = { socket: gatedSocket(gate) } as object;
   const sql = postgres(target.url, {
     ...target.options,
+    ...gated,
     max: options.max ?? 10,
     onnotice: () => {},
     connection: { application_name: applicationName },
@@ -93,6 +149,7 @@ export async function connectDatabase(url: string, options: { max?: number } = {
   // Connects when first used and lets idle connections go; the same session name, so other processes see one process.
   const relaxed = postgres(target.url, {
     ...target.options,
+    ...gated,
     max: options.max ?? 10,
     idle_timeout: 60,
     onnotice: () => {},
@@ -100,14 +157,23 @@ export async function connectDatabase(url: string, options: { max?: number } = {
     connect_timeout: 10,
   });
   const bookkeeping = drizzle(preparing(relaxed), { schema });
+  const beatSql = postgres(target.url, {
+    ...target.options,
+    max: 1,
+    onnotice: () => {},
+    connection: { application_name: applicationName },
+    connect_timeout: 10,
+  });
   return {
     url,
     applicationName,
     sql,
     db,
     bookkeeping,
+    beatSql,
+    gate,
     close: async () => {
-      await Promise.all([sql.end({ timeout: 5 }), relaxed.end({ timeout: 5 })]);
+      await Promise.all([sql.end({ timeout: 5 }), relaxed.end({ timeout: 5 }), beatSql.end({ timeout: 5 })]);
     },
   };
 }

@@ -22,9 +22,11 @@ export interface ProcessBeat {
 }
 
 /**
- * This process's heartbeat: its row in process_beats renewed every sixth of the hung period. Should a beat find the
- * session fenced (the others took it for hung and took its work over), `onFenced` is called: the process must stop
- * at once, before it sends anything for work that is no longer its own.
+ * This process's heartbeat: its row in process_beats renewed every sixth of the hung period, over a connection of its
+ * own. Should a beat find the session fenced (the others took it for hung and took its work over), `onFenced` is
+ * called: the process must stop at once. And it must write nothing before: fencing terminated its connections, so
+ * a process back from a stop needs new ones, and while its last beat is older than half the hung period (as it is
+ * then), a new connection waits for a beat first (the database's gate), which finds it fenced.
  */
 export async function startProcessBeat(deps: {
   database: Database;
@@ -34,35 +36,54 @@ export async function startProcessBeat(deps: {
 }): Promise<ProcessBeat> {
   const hungAfterMs = deps.hungAfterMs ?? DEFAULT_HUNG_AFTER_MS;
   const everyMs = Math.max(100, Math.floor(hungAfterMs / BEATS_PER_PERIOD));
-  const { sql, applicationName: session } = deps.database;
+  const { beatSql, applicationName: session, gate } = deps.database;
   let lastBeat = Date.now();
   let steadySince = lastBeat;
   let fenced = false;
   let beating: Promise<void> | undefined;
+  const never = new Promise<never>(() => {});
 
-  await beat(sql, session, true);
+  await beat(beatSql, session, true);
 
-  async function beatOnce() {
-    try {
-      if (!(await beat(sql, session, false))) {
+  /** Beats now; false once fenced (and onFenced called). Errors are the database's. */
+  async function beatNow(): Promise<boolean> {
+    if (fenced) return false;
+    if (!(await beat(beatSql, session, false))) {
+      if (!fenced) {
         fenced = true;
         clearInterval(timer);
         deps.onFenced();
-        return;
       }
-      // Wall-clock time, which runs on while the machine sleeps: a gap is a gap however it came about.
-      const now = Date.now();
-      if (now - lastBeat > 2 * everyMs) steadySince = now;
-      lastBeat = now;
-    } catch (err) {
-      if (!databaseUnavailable(err)) deps.log.warn({ err }, 'the process heartbeat failed');
+      return false;
     }
+    // Wall-clock time, which runs on while the machine sleeps: a gap is a gap however it came about.
+    const now = Date.now();
+    if (now - lastBeat > 2 * everyMs) steadySince = now;
+    lastBeat = now;
+    return true;
   }
 
   const timer = setInterval(() => {
-    beating ??= beatOnce().finally(() => (beating = undefined));
+    beating ??= beatNow()
+      .then(() => {})
+      .catch((err: unknown) => {
+        if (!databaseUnavailable(err)) deps.log.warn({ err }, 'the process heartbeat failed');
+      })
+      .finally(() => (beating = undefined));
   }, everyMs);
   timer.unref();
+
+  let confirming: Promise<void> | undefined;
+  gate.before = () => {
+    if (fenced) return never;
+    if (Date.now() - lastBeat <= hungAfterMs / 2) return Promise.resolve();
+    // Away for long enough that it may have been fenced: known before anything is written on a new connection. A
+    // database still away fails the connection as it would have.
+    confirming ??= beatNow()
+      .then((alive) => (alive ? undefined : never))
+      .finally(() => (confirming = undefined));
+    return confirming;
+  };
 
   return {
     hungAfterMs,
@@ -72,8 +93,9 @@ export async function startProcessBeat(deps: {
     },
     async stop() {
       clearInterval(timer);
+      gate.before = undefined;
       await beating;
-      if (!fenced) await endBeats(sql, session).catch(() => {});
+      if (!fenced) await endBeats(beatSql, session).catch(() => {});
     },
   };
 }

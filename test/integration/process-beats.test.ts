@@ -7,10 +7,12 @@ import { sql as dsql } from 'drizzle-orm';
 import pino from 'pino';
 import postgres from 'postgres';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { connectDatabase, type Database } from '../../src/db/client.ts';
 import { claimPendingOutbound, insertOutbound, takeOverOutbound } from '../../src/db/outbound-messages.ts';
 import { beat, fenceHungSessions, LIVE_SESSIONS, pruneBeats } from '../../src/db/sessions.ts';
 import { startProcessBeat } from '../../src/jobs/process-beat.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
+import { until } from '../support/until.ts';
 
 let db: TestDatabase;
 const clients: postgres.Sql[] = [];
@@ -171,5 +173,72 @@ describe("a process's heartbeat", () => {
     await sleep(700);
     expect(beats.steady()).toBe(true);
     await beats.stop();
+  });
+
+  /** The event loop held for `ms`: as a process sees it when it runs again after being stopped. */
+  const hold = (ms: number) => {
+    const until = Date.now() + ms;
+    while (Date.now() < until) {
+      /* held */
+    }
+  };
+
+  describe('the gate before a new database connection', () => {
+    let other: Database;
+    beforeAll(async () => {
+      other = await connectDatabase(db.url);
+    });
+    afterAll(async () => {
+      await other?.close();
+    });
+
+    it('opens at once while the last beat is recent, and after a beat when it is old', async () => {
+      let fencedCalls = 0;
+      const beats = await startProcessBeat({ database: other, log, hungAfterMs: 600, onFenced: () => fencedCalls++ });
+      const beatAt = async () =>
+        Number((await db.database.sql<{ at: number }[]>`select extract(epoch from beat_at)::float8 as at from process_beats where session = ${other.applicationName}`)[0].at);
+      await other.gate.before!();
+      hold(400);
+      const before = await beatAt();
+      await other.gate.before!();
+      expect(await beatAt()).toBeGreaterThan(before);
+      expect(fencedCalls).toBe(0);
+      await beats.stop();
+      expect(other.gate.before).toBeUndefined();
+    });
+
+    it('stays shut for a process that finds itself fenced when it runs again, so it writes nothing', async () => {
+      let fencedCalls = 0;
+      const beats = await startProcessBeat({ database: other, log, hungAfterMs: 600, onFenced: () => fencedCalls++ });
+      await db.database.sql`update process_beats set fenced_at = now() where session = ${other.applicationName}`;
+      hold(400);
+      // Asked before its timer beats: the gate beats first, and learns it.
+      let opened = false;
+      void other.gate.before!().then(() => (opened = true));
+      await until(() => fencedCalls === 1);
+      await sleep(300);
+      expect(opened).toBe(false);
+      expect(fencedCalls).toBe(1);
+      await beats.stop();
+    });
+
+    it('keeps a fenced process from writing on the connections that replace those the fence terminated', async () => {
+      let fencedCalls = 0;
+      const beats = await startProcessBeat({ database: other, log, hungAfterMs: 600, onFenced: () => fencedCalls++ });
+      // Its pools have connections, as a running process's do.
+      await other.sql`select 1`;
+      await other.bookkeeping.execute(dsql`select 1`);
+      // Fenced as another process would fence it.
+      await db.database.sql`update process_beats set fenced_at = now() where session = ${other.applicationName}`;
+      await db.database.sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${other.applicationName}`;
+      await until(() => fencedCalls === 1, 'the process to find itself fenced', 5000);
+      let written = false;
+      void other.sql`insert into process_beats (session) values ('written by the fenced')`.then(() => (written = true), () => {});
+      void other.bookkeeping.execute(dsql`insert into process_beats (session) values ('written by the fenced, too')`).then(() => (written = true), () => {});
+      await sleep(500);
+      expect(written).toBe(false);
+      expect(await db.database.sql`select 1 from process_beats where session like 'written by%'`).toHaveLength(0);
+      await beats.stop();
+    });
   });
 });
