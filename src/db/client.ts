@@ -90,34 +90,30 @@ interface SocketOptions {
   host: string[];
   port: number[];
   path?: string | false;
-  connect_timeout: number;
 }
 
 /**
  * A socket factory for postgres.js that asks the gate first, then connects as postgres.js would (TLS, when asked for,
- * is still negotiated by postgres.js over it). A database URL names one server (see postgresTarget).
+ * is still negotiated by postgres.js over it; a database URL names one server, see postgresTarget). It never throws:
+ * postgres.js leaves a connection whose factory threw stuck as connecting, for good. It returns the socket while it
+ * connects (what postgres.js writes meanwhile waits for it), or, when the gate could not ask, one that fails with the
+ * gate's error, as a refused connection does, so postgres.js retries as it would.
  */
 function gatedSocket(gate: ConnectGate) {
   return async (options: SocketOptions): Promise<net.Socket> => {
-    await gate.before?.();
-    return new Promise((resolve, reject) => {
-      const socket = options.path ? net.connect(options.path) : net.connect(options.port[0], options.host[0]);
-      const fail = (err: Error) => {
-        clearTimeout(timer);
-        socket.destroy();
-        reject(err);
-      };
-      const timer = setTimeout(
-        () => fail(Object.assign(new Error(`connecting to the database took more than ${options.connect_timeout} s`), { code: 'CONNECT_TIMEOUT' })),
-        options.connect_timeout * 1000,
-      );
-      socket.once('error', fail);
-      socket.once('connect', () => {
-        clearTimeout(timer);
-        socket.off('error', fail);
-        resolve(socket);
-      });
-    });
+    try {
+      await gate.before?.();
+    } catch (err) {
+      const failed = new net.Socket();
+      // Once postgres.js listens (it does as soon as this resolves), and before its first write goes out.
+      setImmediate(() => failed.destroy(err as Error));
+      return failed;
+    }
+    if (options.path) return net.connect(options.path);
+    const socket = net.connect(options.port[0], options.host[0]);
+    // For TLS: the name postgres.js gives the server.
+    (socket as net.Socket & { host?: string }).host = options.host[0];
+    return socket;
   };
 }
 

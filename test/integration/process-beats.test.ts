@@ -192,6 +192,29 @@ describe("a process's heartbeat", () => {
       await other?.close();
     });
 
+    it('leaves no connection stuck when the gate cannot ask: each fails as a refused one would, and the pool recovers', async () => {
+      await other.sql`select 1`;
+      await db.database.sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${other.applicationName}`;
+      // More refusals than the pool has connections: a connection left stuck by one would hang the query after.
+      let refusals = 12;
+      other.gate.before = async () => {
+        if (refusals-- > 0) throw Object.assign(new Error('the database is away'), { code: 'ECONNREFUSED' });
+      };
+      try {
+        let failed = 0;
+        for (let i = 0; i < 30 && refusals > 0; i++) {
+          await other.sql`select 1`.catch((err: { code?: string }) => {
+            if (err.code === 'ECONNREFUSED') failed++;
+          });
+        }
+        expect(failed).toBeGreaterThanOrEqual(10);
+        const [row] = await other.sql<{ ok: number }[]>`select 1 as ok`;
+        expect(row.ok).toBe(1);
+      } finally {
+        other.gate.before = undefined;
+      }
+    }, 20_000);
+
     it('opens at once while the last beat is recent, and after a beat when it is old', async () => {
       let fencedCalls = 0;
       const beats = await startProcessBeat({ database: other, log, hungAfterMs: 600, onFenced: () => fencedCalls++ });
