@@ -117,8 +117,8 @@ function exitFenced(log: Logger): void {
     'this process was stopped or cut off for longer than PARLOR_HUNG_AFTER_SECONDS with its database connections open; ' +
       'the other processes took its work over, so it exits now (start it again, or let its supervisor)',
   );
-  // The line written first (the log may be asynchronous); a message taken for sending meanwhile is refused to a fenced
-  // session by the database (see NOT_FENCED).
+  // The line written first (the log may be asynchronous); meanwhile it can write nothing: its connections were
+  // terminated, and a new one waits at the gate for good (see process-beat.ts).
   log.flush(() => process.exit(1));
   setTimeout(() => process.exit(1), 500);
 }
@@ -350,7 +350,11 @@ export async function startApp(options: AppOptions): Promise<App> {
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await listen(database.sql, CHANNELS.cancel, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
-      workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? settings.turnConcurrency ?? DEFAULT_TURN_CONCURRENCY, log });
+      workers = await startTurnWorkers(jobs, database.sql, runner, {
+        concurrency: options.workerConcurrency ?? settings.turnConcurrency ?? DEFAULT_TURN_CONCURRENCY,
+        log,
+        alive: beat.alive,
+      });
       await scheduler.start();
       cleanups.push(() => scheduler.stop());
       await subagents.start();

@@ -17,6 +17,11 @@ export interface ProcessBeat {
    * resume too.
    */
   steady(): boolean;
+  /**
+   * Whether this process may take work: at once while its last beat is recent, else after a beat (it may have been
+   * fenced while it was away). Errors are the database's.
+   */
+  alive(): Promise<boolean>;
   /** Stops beating and takes this process's row away (a clean stop). */
   stop(): Promise<void>;
 }
@@ -73,20 +78,22 @@ export async function startProcessBeat(deps: {
   }, everyMs);
   timer.unref();
 
-  let confirming: Promise<void> | undefined;
-  gate.before = () => {
-    if (fenced) return never;
-    if (Date.now() - lastBeat <= hungAfterMs / 2) return Promise.resolve();
-    // Away for long enough that it may have been fenced: known before anything is written on a new connection. A
-    // database still away fails the connection as it would have.
-    confirming ??= beatNow()
-      .then((alive) => (alive ? undefined : never))
-      .finally(() => (confirming = undefined));
-    return confirming;
+  let confirming: Promise<boolean> | undefined;
+  /** True at once while the last beat is recent; else after a beat, false when that finds the session fenced. */
+  const alive = (): Promise<boolean> => {
+    if (fenced) return Promise.resolve(false);
+    if (Date.now() - lastBeat <= hungAfterMs / 2) return Promise.resolve(true);
+    return (confirming ??= beatNow().finally(() => (confirming = undefined)));
+  };
+  // Away for long enough that it may have been fenced: known before anything is written on a new connection. A
+  // database still away fails the connection as it would have.
+  gate.before = async () => {
+    if (!(await alive())) await never;
   };
 
   return {
     hungAfterMs,
+    alive,
     steady() {
       const now = Date.now();
       return !fenced && now - lastBeat <= 2 * everyMs && now - steadySince >= hungAfterMs;
