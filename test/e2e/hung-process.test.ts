@@ -109,11 +109,12 @@ it('a worker stopped mid-turn is fenced, its turn is answered once by the other,
   const ended = await stopped;
   expect(ended.exitCode).toBe(1);
   expect(String(ended.stdout)).toContain('PARLOR_HUNG_AFTER_SECONDS');
-  // Nothing from it reached the chat, and the reply went out once; the other worker and the ingress carry on.
+  // Nothing from it reached the chat or the conversation (fenced, its connections were terminated, and a new one
+  // waits for a beat); the reply went out once; the other worker and the ingress carry on.
   await new Promise((r) => setTimeout(r, 2000));
-  // Nor anything into the conversation: fenced, its connections were terminated, and a new one waits for a beat.
   const written = await db.database.sql`select 1 from messages where content::text like '%stopped_worker_tool%'`;
   expect(written).toHaveLength(0);
+  expect(telegram.callsOf('sendMessage').filter((c) => c.result !== undefined)).toHaveLength(1);
   expect(repliesTo('answered by the worker that took over')).toHaveLength(1);
   expect(other.exitCode).toBeNull();
   const turns = await db.database.sql<{ status: string }[]>`select status from turns`;
