@@ -45,7 +45,7 @@ export async function startProcessBeat(deps: {
   let lastBeat = Date.now();
   let steadySince = lastBeat;
   let fenced = false;
-  let beating: Promise<void> | undefined;
+  let beating: Promise<boolean> | undefined;
   const never = new Promise<never>(() => {});
 
   await beat(beatSql, session, true);
@@ -68,22 +68,21 @@ export async function startProcessBeat(deps: {
     return true;
   }
 
+  /** One beat at a time: the timer's and one asked for by `alive` share it. */
+  const beatOnce = () => (beating ??= beatNow().finally(() => (beating = undefined)));
+
   const timer = setInterval(() => {
-    beating ??= beatNow()
-      .then(() => {})
-      .catch((err: unknown) => {
-        if (!databaseUnavailable(err)) deps.log.warn({ err }, 'the process heartbeat failed');
-      })
-      .finally(() => (beating = undefined));
+    beatOnce().catch((err: unknown) => {
+      if (!databaseUnavailable(err)) deps.log.warn({ err }, 'the process heartbeat failed');
+    });
   }, everyMs);
   timer.unref();
 
-  let confirming: Promise<boolean> | undefined;
   /** True at once while the last beat is recent; else after a beat, false when that finds the session fenced. */
   const alive = (): Promise<boolean> => {
     if (fenced) return Promise.resolve(false);
     if (Date.now() - lastBeat <= hungAfterMs / 2) return Promise.resolve(true);
-    return (confirming ??= beatNow().finally(() => (confirming = undefined)));
+    return beatOnce();
   };
   // Away for long enough that it may have been fenced: known before anything is written on a new connection. A
   // database still away fails the connection as it would have.
@@ -101,7 +100,7 @@ export async function startProcessBeat(deps: {
     async stop() {
       clearInterval(timer);
       gate.before = undefined;
-      await beating;
+      await beating?.catch(() => {});
       if (!fenced) await endBeats(beatSql, session).catch(() => {});
     },
   };

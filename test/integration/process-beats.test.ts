@@ -32,6 +32,14 @@ const live = async () =>
 const ageBeat = (name: string, seconds: number) =>
   db.database.sql`update process_beats set beat_at = now() - make_interval(secs => ${seconds}) where session = ${name}`;
 
+/** The event loop held for `ms`: as a process sees it when it runs again after being stopped. */
+function hold(ms: number) {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    /* held */
+  }
+}
+
 beforeAll(async () => {
   db = await createTestDatabase();
 });
@@ -163,10 +171,7 @@ describe("a process's heartbeat", () => {
     await sleep(800);
     expect(beats.steady()).toBe(true);
     // The event loop held for longer than two beats: as a stopped process sees it when it runs again.
-    const until = Date.now() + 350;
-    while (Date.now() < until) {
-      /* held */
-    }
+    hold(350);
     expect(beats.steady()).toBe(false);
     await sleep(250);
     expect(beats.steady()).toBe(false);
@@ -174,14 +179,6 @@ describe("a process's heartbeat", () => {
     expect(beats.steady()).toBe(true);
     await beats.stop();
   });
-
-  /** The event loop held for `ms`: as a process sees it when it runs again after being stopped. */
-  const hold = (ms: number) => {
-    const until = Date.now() + ms;
-    while (Date.now() < until) {
-      /* held */
-    }
-  };
 
   describe('the gate before a new database connection', () => {
     let other: Database;
