@@ -15,7 +15,7 @@ import { DEFAULT_HISTORY_BUDGET, type HistoryBudget } from '#src/agent/history.t
 import { createConversationSummaries } from '#src/jobs/conversation-summaries.ts';
 import { startJobSystem, type JobSystem } from '#src/jobs/boss.ts';
 import { startMaintenance } from '#src/jobs/maintenance.ts';
-import { startProcessBeat } from '#src/jobs/process-beat.ts';
+import { exitFenced, startProcessBeat } from '#src/jobs/process-beat.ts';
 import { createScheduler, type Scheduler } from '#src/jobs/scheduler.ts';
 import { DEFAULT_TURN_CONCURRENCY, startTurnWorkers, type TurnWorkers } from '#src/jobs/workers.ts';
 import { createCommandHandler, type CommandHandler } from '#src/ingress/control.ts';
@@ -106,21 +106,6 @@ export interface App {
   /** Resolves when the conversation has no turn running or waiting (or, with `orQuestion`, waits on a person). */
   waitForIdle(conversationId: string, timeoutMs?: number, options?: { orQuestion?: boolean }): Promise<void>;
   stop(): Promise<void>;
-}
-
-/**
- * A fenced process stops at once, without the clean stop's steps: its turns, claims and locks are the others' now,
- * and anything it did on its way out could send a message twice. A supervisor (systemd, Compose) starts it again.
- */
-function exitFenced(log: Logger): void {
-  log.fatal(
-    'this process was stopped or cut off for longer than PARLOR_HUNG_AFTER_SECONDS with its database connections open; ' +
-      'the other processes took its work over, so it exits now (start it again, or let its supervisor)',
-  );
-  // The line written first (the log may be asynchronous); meanwhile it can write nothing: its connections were
-  // terminated, and a new one waits at the gate for good (see process-beat.ts).
-  log.flush(() => process.exit(1));
-  setTimeout(() => process.exit(1), 500);
 }
 
 /** The platform connectors whose settings are present; each platform's SDK loads only when used. */

@@ -105,3 +105,18 @@ export async function startProcessBeat(deps: {
     },
   };
 }
+
+/**
+ * A fenced process stops at once, without the clean stop's steps: its turns, claims and locks are the others' now,
+ * and anything it did on its way out could send a message twice. A supervisor (systemd, Compose) starts it again.
+ */
+export function exitFenced(log: Logger): void {
+  log.fatal(
+    'this process was stopped or cut off for longer than PARLOR_HUNG_AFTER_SECONDS with its database connections open; ' +
+      'the other processes took its work over, so it exits now (start it again, or let its supervisor)',
+  );
+  // The line written first (the log may be asynchronous); meanwhile it can write nothing: its connections were
+  // terminated, and a new one waits at the gate for good (see startProcessBeat).
+  log.flush(() => process.exit(1));
+  setTimeout(() => process.exit(1), 500);
+}
