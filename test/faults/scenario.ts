@@ -372,7 +372,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     if (cycle % config.stopEvery === Math.ceil(config.stopEvery / 2) && world.processes.length > 1) {
       const victim = world.processes[1 + Math.floor(rand() * (world.processes.length - 1))];
       // Past the hung period, a sweep of the others (every 5 s) and their own heartbeats' slack.
-      const { exit } = await world.stopAndResume(victim, HUNG_AFTER_SECONDS * 1000 + 10_000);
+      const exit = await world.stopAndResume(victim, HUNG_AFTER_SECONDS * 1000 + 10_000);
       stops++;
       if (exit === 1) fencedExits++;
       else if (exit !== 'ran on') badStopExits.push(`${victim.name} exited (${exit}) when it ran again after being stopped`);

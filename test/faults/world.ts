@@ -80,10 +80,10 @@ export interface World {
   killAndRestart(process: ParlorProcess): Promise<ParlorProcess>;
   /**
    * Stops the process (SIGSTOP: its connections stay open) for `ms`, then lets it run again. Fenced meanwhile, it
-   * exits at once (status 1), and is started again as a service manager would; `exit` is its status, or 'ran on'
-   * when it was not fenced and carried on.
+   * exits at once (status 1), and is started again as a service manager would. Resolves with its exit status, or
+   * 'ran on' when it was not fenced and carried on.
    */
-  stopAndResume(process: ParlorProcess, ms: number): Promise<{ exit: number | null | 'ran on'; next: ParlorProcess }>;
+  stopAndResume(process: ParlorProcess, ms: number): Promise<number | null | 'ran on'>;
   /** Restarts Postgres (immediate: as after a crash, or fast); false when the database is not this run's own. */
   restartPostgres(mode: 'immediate' | 'fast'): Promise<boolean>;
   /** Resident memory of each running process (bytes). */
@@ -278,11 +278,9 @@ export async function startWorld(options: WorldOptions): Promise<World> {
       entry.killed = true;
       entry.child.kill('SIGCONT');
       const exit = await Promise.race([entry.exit, new Promise<'ran on'>((r) => setTimeout(() => r('ran on'), 10_000))]);
-      if (exit === 'ran on') {
-        entry.killed = false;
-        return { exit, next: entry };
-      }
-      return { exit, next: await relaunch(entry) };
+      if (exit === 'ran on') entry.killed = false;
+      else await relaunch(entry);
+      return exit;
     },
     async restartPostgres(mode) {
       if (!embedded) return false;
