@@ -335,11 +335,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       cleanups.push(() => maintenance!.stop());
       const cancelListener = await listen(database.sql, CHANNELS.cancel, (turnId) => runner.cancel(turnId));
       cleanups.push(() => cancelListener.unlisten());
-      workers = await startTurnWorkers(jobs, database.sql, runner, {
-        concurrency: options.workerConcurrency ?? settings.turnConcurrency ?? DEFAULT_TURN_CONCURRENCY,
-        log,
-        alive: beat.alive,
-      });
+      workers = await startTurnWorkers(jobs, database.sql, runner, { concurrency: options.workerConcurrency ?? settings.turnConcurrency ?? DEFAULT_TURN_CONCURRENCY, log });
       await scheduler.start();
       cleanups.push(() => scheduler.stop());
       await subagents.start();

@@ -36,9 +36,9 @@ export interface Database {
    */
   beatSql: postgres.Sql;
   /**
-   * Asked before any new connection of `sql` and `bookkeeping` is made (the heartbeat sets it): a process back from a
-   * long stop finds every connection terminated if it was fenced meanwhile, and must learn that before it writes
-   * anything on a new one.
+   * Asked before any new connection of `sql` and `bookkeeping` is made, and before each of pg-boss's statements (the
+   * heartbeat sets it): a process back from a long stop finds every connection terminated if it was fenced meanwhile,
+   * and must learn that before it writes anything on a new one.
    */
   gate: ConnectGate;
   close(): Promise<void>;

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { PgBoss, fromDrizzle } from 'pg-boss';
 import { sql } from 'drizzle-orm';
 import type { Logger } from 'pino';
-import { clientOf, type Database, type Queryable } from '#src/db/client.ts';
+import { clientOf, type ConnectGate, type Database, type Queryable } from '#src/db/client.ts';
 import { QUEUES } from './queues.ts';
 import { insertTurnJob } from './turn-jobs.ts';
 import { CHANNELS, notify, turnNotice } from '#src/db/channels.ts';
@@ -37,7 +37,7 @@ const NAMED_STATEMENTS = 200;
  * prepares afresh. Postgres keeps choosing between a generic and a custom plan per statement, as it does unprepared.
  */
 function nameStatements(boss: PgBoss) {
-  const db = boss.getDb() as unknown as { executeSql(text: string | { name: string; text: string }, values?: unknown[], options?: unknown): Promise<unknown> };
+  const db = bossDb(boss);
   const execute = db.executeSql.bind(db);
   const names = new Map<string, string>();
   db.executeSql = (text, values, options) => {
@@ -47,6 +47,26 @@ function nameStatements(boss: PgBoss) {
     if (name === undefined && names.size < NAMED_STATEMENTS) names.set(text, (name = `pgboss_${names.size}`));
     return execute(name === undefined ? text : { name, text }, values, options);
   };
+}
+
+/**
+ * Every statement of pg-boss asks the database's gate first (see Database.gate), as a new connection of Parlor's own
+ * pools does: pg-boss's pool would otherwise reconnect for a process back from a long stop and take a job (a firing,
+ * a subagent's step) that it could not run, when the others had fenced it meanwhile. While the process's last beat is
+ * recent, the gate answers at once.
+ */
+function gateStatements(boss: PgBoss, gate: ConnectGate) {
+  const db = bossDb(boss);
+  const execute = db.executeSql.bind(db);
+  db.executeSql = async (text, values, options) => {
+    await gate.before?.();
+    return execute(text, values, options);
+  };
+}
+
+/** pg-boss's database, whose one entry point its statements go through. */
+function bossDb(boss: PgBoss) {
+  return boss.getDb() as unknown as { executeSql(text: string | { name: string; text: string }, values?: unknown[], options?: unknown): Promise<unknown> };
 }
 
 export async function startJobSystem(
@@ -74,6 +94,7 @@ export async function startJobSystem(
     monitorIntervalSeconds: 10,
   });
   nameStatements(boss);
+  gateStatements(boss, database.gate);
   boss.on('error', (err: Error) => log.error({ err }, 'job queue error'));
   boss.on('warning', (w: unknown) => log.warn({ warning: w }, 'job queue warning'));
   await boss.start();

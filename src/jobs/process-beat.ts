@@ -17,11 +17,6 @@ export interface ProcessBeat {
    * resume too.
    */
   steady(): boolean;
-  /**
-   * Whether this process may take work: at once while its last beat is recent, else after a beat (it may have been
-   * fenced while it was away). Errors are the database's.
-   */
-  alive(): Promise<boolean>;
   /** Stops beating and takes this process's row away (a clean stop). */
   stop(): Promise<void>;
 }
@@ -31,7 +26,8 @@ export interface ProcessBeat {
  * own. Should a beat find the session fenced (the others took it for hung and took its work over), `onFenced` is
  * called: the process must stop at once. And it must write nothing before: fencing terminated its connections, so
  * a process back from a stop needs new ones, and while its last beat is older than half the hung period (as it is
- * then), a new connection waits for a beat first (the database's gate), which finds it fenced.
+ * then), a new connection, and each statement of pg-boss, waits for a beat first (the database's gate), which finds
+ * it fenced.
  */
 export async function startProcessBeat(deps: {
   database: Database;
@@ -92,7 +88,6 @@ export async function startProcessBeat(deps: {
 
   return {
     hungAfterMs,
-    alive,
     steady() {
       const now = Date.now();
       return !fenced && now - lastBeat <= 2 * everyMs && now - steadySince >= hungAfterMs;

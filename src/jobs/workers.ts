@@ -82,14 +82,7 @@ export async function startTurnWorkers(
   jobs: JobSystem,
   sql: postgres.Sql,
   runner: TurnRunner,
-  options: {
-    concurrency: number;
-    pollSeconds?: number;
-    log: Logger;
-    heartbeatMs?: number;
-    /** Asked before each fetch: false (fenced, see process-beat.ts) takes nothing more. */
-    alive?: () => Promise<boolean>;
-  },
+  options: { concurrency: number; pollSeconds?: number; log: Logger; heartbeatMs?: number },
 ): Promise<TurnWorkers> {
   const { boss } = jobs;
   const { log, concurrency } = options;
@@ -138,8 +131,6 @@ export async function startTurnWorkers(
     }
     fetching = (async () => {
       try {
-        // A process back from a long stop learns whether it was fenced before it takes a job it could not run.
-        if (options.alive && !(await options.alive())) return;
         const fetched = await boss.fetch<TurnJobData>(QUEUES.turn, { batchSize: free });
         backlog = fetched.length === free;
         // Fetched as the process began to stop: back to the queue, for the next process or start.

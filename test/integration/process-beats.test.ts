@@ -10,7 +10,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectDatabase, type Database } from '../../src/db/client.ts';
 import { claimPendingOutbound, insertOutbound, takeOverOutbound } from '../../src/db/outbound-messages.ts';
 import { beat, fenceHungSessions, LIVE_SESSIONS, pruneBeats } from '../../src/db/sessions.ts';
+import { startJobSystem } from '../../src/jobs/boss.ts';
 import { startProcessBeat } from '../../src/jobs/process-beat.ts';
+import { QUEUES } from '../../src/jobs/queues.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 import { until } from '../support/until.ts';
 
@@ -259,6 +261,36 @@ describe("a process's heartbeat", () => {
       expect(written).toBe(false);
       expect(await db.database.sql`select 1 from process_beats where session like 'written by%'`).toHaveLength(0);
       await beats.stop();
+    });
+
+    it("keeps a fenced process's pg-boss from taking a job when it runs again", async () => {
+      const jobs = await startJobSystem(other, log);
+      let fencedCalls = 0;
+      const beats = await startProcessBeat({ database: other, log, hungAfterMs: 1200, onFenced: () => fencedCalls++ });
+      try {
+        // pg-boss's pool has its connection, as a running process's has.
+        expect(await jobs.boss.fetch(QUEUES.reminder)).toEqual([]);
+        const id = await jobs.send(QUEUES.reminder, { reminderId: 'r' }, {});
+        // Stopped, fenced meanwhile, and running again: its first steps are pg-boss's fetches, as a worker polling
+        // does. The first fails on a terminated connection; the next would take the job on a new one, before the
+        // heartbeat's timer beats again.
+        await db.database.sql`update process_beats set fenced_at = now() where session = ${other.applicationName}`;
+        await db.database.sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name = ${other.applicationName}`;
+        hold(700);
+        let fetched: unknown;
+        void (async () => {
+          for (let i = 0; i < 3; i++) fetched = await jobs.boss.fetch(QUEUES.reminder).catch((err: unknown) => err);
+        })();
+        await until(() => fencedCalls === 1, 'the process to find itself fenced', 5000);
+        await sleep(500);
+        const [job] = await db.database.sql<{ state: string }[]>`select state from pgboss.job where id = ${id}::uuid`;
+        expect(job.state).toBe('created');
+        // Waiting at the gate for good, or failed on a terminated connection: never a job.
+        if (fetched !== undefined) expect(fetched).toBeInstanceOf(Error);
+      } finally {
+        await beats.stop();
+        await jobs.stop({ timeoutMs: 1000 }).catch(() => {});
+      }
     });
   });
 });

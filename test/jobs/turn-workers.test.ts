@@ -95,34 +95,6 @@ describe('turn workers', () => {
     started[1].end();
   }
 
-  it('take nothing while the process is not alive (found fenced), and take jobs again once it is', async () => {
-    const { runner, started } = heldRunner();
-    let alive = false;
-    let asked = 0;
-    const fetches = countFetches(jobs.boss);
-    try {
-      workers = await startTurnWorkers(jobs, db.database.sql, runner, {
-        concurrency: 4,
-        pollSeconds: 60,
-        log,
-        alive: async () => (asked++, alive),
-      });
-      await enqueue(`p:chat:${randomUUID()}`);
-      workers.announce(`p:chat:${randomUUID()}`, randomUUID());
-      await until(() => asked >= 2, 3000);
-      await new Promise((r) => setTimeout(r, 300));
-      expect(fetches.count).toBe(0);
-      expect(started).toHaveLength(0);
-      alive = true;
-      workers.announce(`p:chat:${randomUUID()}`, randomUUID());
-      await until(() => started.length === 1, 3000);
-      expect(fetches.count).toBe(1);
-    } finally {
-      fetches.restore();
-      for (const s of started) s.end();
-    }
-  });
-
   it('fetch a conversation’s next job as soon as its turn ends, without waiting for the poll', async () => {
     const conversation = `p:chat:${randomUUID()}`;
     await startsWhenTheFirstEnds(4, conversation, conversation);
