@@ -217,12 +217,10 @@ export function createWorkspaceCommands(
         if (refused) return { error: refused };
         run = { file, args, sandboxed: false, user, cwd, ...common };
       } else {
-        // bubblewrap reads its options up to the command, so binds placed before the command come after the
-        // sandbox's own: over the hidden folders a tool's folder may sit in.
-        const binds = (command.readOnly ?? []).flatMap((folder) => ['--ro-bind', folder, folder]);
-        const sandboxed = sandboxedCommand([...binds, ...command.argv], { workspace, cwd, hide });
-        if (!sandboxed) return { error: 'the sandbox is not available' };
-        run = { ...sandboxed, sandboxed: true, cwd: workspace, ...common };
+        const sandboxed = () => sandboxedCommand(command.argv, { workspace, cwd, hide, readOnly: command.readOnly ?? [] });
+        const first = sandboxed();
+        if (!first) return { error: 'the sandbox is not available' };
+        run = { ...first, sandboxed: true, again: sandboxed, cwd: workspace, ...common };
       }
       return startCommand(run);
     },

@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
+import type { Readable } from 'node:stream';
+import { SANDBOX_STARTED_FD } from '#src/tools/sandbox.ts';
 import { withReaper } from './shell-reaper.ts';
 import { formatSeconds } from './shell-summary.ts';
 
@@ -19,8 +21,16 @@ export interface RunOptions {
   /** The program to start: bubblewrap with its arguments, or /bin/sh directly. */
   file: string;
   args: string[];
-  /** True when `file` is bubblewrap: the command is pid 2 of its own PID namespace. */
+  /**
+   * True when `file` and `args` are sandboxedCommand's: the command is pid 2 of its own PID namespace, and says on
+   * SANDBOX_STARTED_FD that it started.
+   */
   sandboxed: boolean;
+  /**
+   * For a sandboxed command: its arguments made afresh, for a second run when the first never started the command
+   * (bubblewrap could not set the sandbox up, see sandboxedCommand).
+   */
+  again?: () => { file: string; args: string[] } | undefined;
   /**
    * The user to run as instead of Parlor's own (Parlor being root). The command enters `cwd` first, as root, so it
    * starts there even when the folders above it are closed to that user.
@@ -132,6 +142,16 @@ export interface StartedCommand {
  * are killed when it ends or is stopped.
  */
 export async function startCommand(options: RunOptions): Promise<StartedCommand> {
+  const first = await startOnce(options);
+  if (!options.again || (await first.started)) return first.command;
+  // Never started: what it said is bubblewrap's. When bubblewrap gave up (status 1; not a timeout, not the turn
+  // stopping), once more on fresh arguments.
+  const exit = await first.command.exited;
+  const fresh = exit.status === '1' && !options.signal.aborted ? options.again() : undefined;
+  return fresh ? (await startOnce({ ...options, ...fresh, again: undefined })).command : first.command;
+}
+
+async function startOnce(options: RunOptions): Promise<{ command: StartedCommand; started: Promise<boolean> }> {
   // Loaded with the first command (execa is a hundred modules): a process whose personas run none never holds it.
   const { execa } = await import('execa');
   const tag = randomBytes(12).toString('hex');
@@ -146,12 +166,20 @@ export async function startCommand(options: RunOptions): Promise<StartedCommand>
     ...(options.user ? { uid: options.user.uid, gid: options.user.gid } : {}),
     // Its own process group, so the whole tree can be signalled at once through -pid.
     detached: true,
-    stdin: options.keepInput ? 'pipe' : 'ignore',
+    stdio: [options.keepInput ? 'pipe' : 'ignore', 'pipe', 'pipe', ...(options.sandboxed ? ['pipe' as const] : [])],
     all: !options.separateStderr,
     buffer: false,
     reject: false,
   });
   subprocess.stdin?.on('error', () => {});
+  const said = options.sandboxed ? (subprocess.stdio[SANDBOX_STARTED_FD] as Readable | undefined) : undefined;
+  const started = said
+    ? new Promise<boolean>((resolve) => {
+        said.once('data', () => resolve(true));
+        said.once('close', () => resolve(false));
+        said.once('error', () => resolve(false));
+      })
+    : Promise.resolve(true);
 
   let stopped: 'timeout' | 'cancelled' | 'killed' | undefined;
   let cleanedUp: Promise<void> | undefined;
@@ -220,7 +248,7 @@ export async function startCommand(options: RunOptions): Promise<StartedCommand>
     return { status, notes, durationMs };
   })();
 
-  return {
+  const command: StartedCommand = {
     output,
     ...(errors ? { errors } : {}),
     exited: finished,
@@ -250,6 +278,7 @@ export async function startCommand(options: RunOptions): Promise<StartedCommand>
       timer = setTimeout(() => stop('timeout'), Math.max(0, startedAt + timeoutMs - Date.now()));
     },
   };
+  return { command, started };
 }
 
 async function collect(stream: AsyncIterable<unknown> | null | undefined, into: OutputBuffer): Promise<void> {

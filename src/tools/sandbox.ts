@@ -140,11 +140,26 @@ function separateUserAccess(persona: Pick<Persona, 'name' | 'workspace'>, user: 
   return { mode: 'separate-uid', warning };
 }
 
-/** The program and arguments that run `argv` in the sandbox, or undefined when there is no sandbox. */
-export function sandboxedCommand(argv: readonly string[], paths: SandboxPaths): { file: string; args: string[] } | undefined {
+/** The descriptor a command run by sandboxedCommand's arguments writes one byte to as it starts. */
+export const SANDBOX_STARTED_FD = 3;
+
+/**
+ * The program and arguments that run `argv` in the sandbox, or undefined when there is no sandbox; `readOnly`
+ * folders are bound after the sandbox's own (over a hidden folder a tool's folder may sit in). A shell starts the
+ * command, and first writes one byte to descriptor SANDBOX_STARTED_FD (which the command does not get): a run that
+ * never wrote it never ran the command, because bubblewrap could not set the sandbox up. That happens when a path
+ * it was to mask went away after the arguments were made (a root-only file under /etc or /opt removed), and fresh
+ * arguments run. (bubblewrap's own report of it, --json-status-fd, comes only when the run ends.)
+ */
+export function sandboxedCommand(
+  argv: readonly string[],
+  paths: SandboxPaths & { readOnly?: readonly string[] },
+): { file: string; args: string[] } | undefined {
   detected ??= detect();
   if (!detected.bwrap || !detected.profile) return undefined;
-  return { file: detected.bwrap, args: [...sandboxArgs(detected.profile, paths), ...argv] };
+  const binds = (paths.readOnly ?? []).flatMap((folder) => ['--ro-bind', folder, folder]);
+  const started = ['/bin/sh', '-c', `printf . >&${SANDBOX_STARTED_FD}; exec "$@" ${SANDBOX_STARTED_FD}>&-`, 'sh'];
+  return { file: detected.bwrap, args: [...sandboxArgs(detected.profile, paths), ...binds, ...started, ...argv] };
 }
 
 function detect(options: DetectOptions = {}): Detected {

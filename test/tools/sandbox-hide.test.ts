@@ -4,11 +4,12 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
-import { shellSandboxStatus } from '../../src/tools/sandbox.ts';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { sandboxedCommand, shellSandboxStatus } from '../../src/tools/sandbox.ts';
 import type { Tool } from '../../src/tools/types.ts';
 import { createBuiltinTools } from '../../tools/index.ts';
 import { createShellExecTool } from '../../tools/shell-exec.ts';
+import { formatCommandResult, startCommand, type RunOptions } from '../../tools/shell-process.ts';
 import { makePersona, makeToolContext } from '../support/persona.ts';
 
 const SECRET = 'persona-secret-marker-71d2';
@@ -94,5 +95,50 @@ describe.skipIf(!canWriteOpt || !shellSandboxStatus().available)('the sandbox un
     } finally {
       fs.rmSync(later, { recursive: true, force: true });
     }
+  });
+
+  describe('a file to mask that goes away between the arguments and the start', () => {
+    const start = (made: { file: string; args: string[] }, again?: RunOptions['again']) =>
+      startCommand({ ...made, sandboxed: true, ...(again ? { again } : {}), cwd: workspace, env: { PATH: '/usr/bin:/bin' }, timeoutMs: 10_000, signal: new AbortController().signal });
+    const runs = path.join(workspace, 'runs.txt');
+    let gone = '';
+    /** Arguments made while a root-only file under /opt is there (so they mask it), then the file removed. */
+    const staleArguments = (argv: string[]) => {
+      gone = fs.mkdtempSync('/opt/parlor-sandbox-gone-');
+      fs.chmodSync(gone, 0o755);
+      const secret = path.join(gone, 'secret.key');
+      fs.writeFileSync(secret, SECRET, { mode: 0o600 });
+      const made = sandboxedCommand(argv, { workspace, cwd: workspace })!;
+      expect(made.args).toContain(secret);
+      fs.rmSync(secret);
+      return made;
+    };
+    afterEach(() => {
+      fs.rmSync(gone, { recursive: true, force: true });
+      fs.rmSync(runs, { force: true });
+    });
+
+    it('keeps bubblewrap from setting the sandbox up: the command does not run', async () => {
+      const command = await start(staleArguments(['/bin/sh', '-c', 'echo ran >> runs.txt']));
+      const exit = await command.exited;
+      expect(exit.status).toBe('1');
+      expect(command.output.headText().text).toMatch(/^bwrap: /);
+      expect(fs.existsSync(runs)).toBe(false);
+    });
+
+    it('runs the command once, on fresh arguments', async () => {
+      const argv = ['/bin/sh', '-c', 'echo ran >> runs.txt; cat runs.txt'];
+      const command = await start(staleArguments(argv), () => sandboxedCommand(argv, { workspace, cwd: workspace }));
+      expect(formatCommandResult(await command.exited, command.output)).toBe('exit=0\nran');
+      expect(fs.readFileSync(runs, 'utf8')).toBe('ran\n');
+    });
+
+    it('never runs again a command that ran and failed, whatever it said', async () => {
+      const argv = ['/bin/sh', '-c', 'echo ran >> runs.txt; echo "bwrap: Can\'t create file at /opt/x" >&2; exit 1'];
+      const made = sandboxedCommand(argv, { workspace, cwd: workspace })!;
+      const command = await start(made, () => sandboxedCommand(argv, { workspace, cwd: workspace }));
+      expect((await command.exited).status).toBe('1');
+      expect(fs.readFileSync(runs, 'utf8')).toBe('ran\n');
+    });
   });
 });
