@@ -90,7 +90,7 @@ export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'deliver
    * A user turn's start statement on `db` (the turn's own connection, or the transaction storing its message), taking
    * its job from the queue when it is run with `claim` not yet taken.
    */
-  async function startUser(db: Parameters<typeof startUserTurn>[0], job: TurnJob, userModelOf?: string, onlyWithMessages = false): Promise<BegunTurn> {
+  async function startUser(db: Parameters<typeof startUserTurn>[0], job: TurnJob, userModelOf?: string, behindItsMessage = false): Promise<BegunTurn> {
     const { data } = job;
     const turnId = randomUUID();
     const start = await startUserTurn(
@@ -112,7 +112,9 @@ export function createTurnStart(deps: Pick<TurnRunnerDeps, 'database' | 'deliver
       {
         historyLimit: historyReadLimit(deps.history ?? DEFAULT_HISTORY_BUDGET),
         userModelOf,
-        claimJob: !!job.claim && !job.claim.taken ? (onlyWithMessages ? 'with messages' : true) : false,
+        claimJob: !!job.claim && !job.claim.taken ? (behindItsMessage ? 'with messages' : true) : false,
+        // On its message's connection, whose commits wait for the disk: this one need not, as on `bookkeeping`.
+        relaxedCommit: behindItsMessage,
       },
     );
     return { turnId, start };

@@ -20,8 +20,12 @@ export type TurnRow = typeof turns.$inferSelect;
 export async function startUserTurn(
   db: Queryable | postgres.Sql,
   row: { id: string; conversationId: string; persona: string; connector?: string; chat?: string; thread?: string; jobId: string; claimedBy?: string; origin?: unknown },
-  /** `claimJob: 'with messages'`: the job is taken only while messages of its conversation wait to be read. */
-  options: { historyLimit?: number; userModelOf?: string; claimJob?: boolean | 'with messages' } = {},
+  /**
+   * `claimJob: 'with messages'`: the job is taken only while messages of its conversation wait to be read.
+   * `relaxedCommit`: the statement is a transaction of its own, and its commit does not wait for the disk, as the
+   * starts on the bookkeeping connections do (see Database.bookkeeping).
+   */
+  options: { historyLimit?: number; userModelOf?: string; claimJob?: boolean | 'with messages'; relaxedCommit?: boolean } = {},
 ): Promise<{
   /** With `claimJob`: false when the job could not be taken (another process has it, or it is not its conversation's next). */
   jobClaimed?: boolean;
@@ -95,7 +99,9 @@ export async function startUserTurn(
       (select json_agg(json_build_object('dimension', dimension, 'content', content, 'confidence', confidence, 'updated_at', updated_at)
           order by confidence desc, updated_at desc, dimension)
         from (select * from user_models where ${withUserModel} and persona = ${row.persona} and user_address = ${options.userModelOf ?? ''}
-          order by confidence desc, updated_at desc, dimension limit ${USER_MODEL_LIMIT}) u) as user_model
+          order by confidence desc, updated_at desc, dimension limit ${USER_MODEL_LIMIT}) u) as user_model,
+      -- For the rest of the transaction, which this statement is: its commit, when asked.
+      ${options.relaxedCommit ? client`(select set_config('synchronous_commit', 'off', true))` : client`null`} as relaxed
     from conversation`;
   // Not taken: nothing was written (a conversation that is not there has no row to read either).
   if (claim && !state?.job_claimed) return { jobClaimed: false, conversation: { historyAfterId: 0, thinking: false, activeTools: [] }, claimed: [] };

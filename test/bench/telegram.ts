@@ -38,6 +38,7 @@ import {
   processRssMb,
   readStatements,
   resetStatements,
+  trackStatements,
   statementLabel,
   summariseProfile,
 } from './turn-costs.ts';
@@ -149,6 +150,9 @@ async function main() {
   const database = await createBenchDatabase({ statements: true });
   onFailure.push(() => database.drop());
   const admin = postgres(database.url, { max: 1, onnotice: () => {} });
+  // pg_stat_statements tracks nothing in the measured runs (it costs Postgres CPU a user's server does not spend); the
+  // statement figures come from runs of their own after them (see statementsOf).
+  const tracked = database.statements && (await trackStatements(admin, false));
 
   const emulator = new TelegramServer({ port: 0, host: '127.0.0.1', storeTimeout: 600 });
   await emulator.start();
@@ -314,9 +318,18 @@ async function main() {
     return { label, n: s.length, p50: percentile(s, 50), p99: percentile(s, 99), rate: s.length / (elapsed / 1000), ...spent, toModel, fromModel };
   }
 
+  /** The statements Postgres ran for `fn`'s DMs, counted by pg_stat_statements (tracking only meanwhile). */
+  async function statementsOf(fn: () => Promise<unknown>): Promise<Costs['statements']> {
+    if (!tracked || !(await trackStatements(admin, true))) return undefined;
+    await resetStatements(admin);
+    await fn();
+    const statements = await readStatements(admin);
+    await trackStatements(admin, false);
+    return statements;
+  }
+
   /** Runs `fn` (which sends `dms` DMs to Parlor) and measures what Parlor and Postgres spent on them. */
   async function measured<T>(dms: number, fn: () => Promise<T>): Promise<{ result: T; costs: Costs }> {
-    await resetStatements(admin);
     await sleep(1200); // for pg_stat_io (see walFlushes)
     const wal0 = await walFlushes(admin);
     const xid0 = await nextTransactionId(admin);
@@ -329,7 +342,6 @@ async function main() {
     const pg1 = postgresCpuSample(database.dataDir);
     const pg = postgresCpuBetween(pg0, pg1);
     const xid1 = await nextTransactionId(admin);
-    const statements = await readStatements(admin);
     await sleep(1200);
     const wal1 = await walFlushes(admin);
     return {
@@ -340,7 +352,6 @@ async function main() {
         parlorThreads: threadsCpuPerDm(threads0, threads1, dms),
         postgresCpu: pg && pg.total / dms,
         postgresCpuByKind: pg && new Map([...pg.byKind].map(([kind, ms]) => [kind, ms / dms])),
-        statements,
         writingTransactions: (xid1 - xid0 - 1) / dms, // less the one nextTransactionId's snapshot does not take
         walFlushes: wal0 !== undefined && wal1 !== undefined ? (wal1 - wal0) / dms : undefined,
       },
@@ -399,6 +410,9 @@ async function main() {
   const rssAfterBurst = processRssMb(parlorPid);
   const floorOne = await isolated(ECHO_TOKEN, 'floor, isolated DMs');
   const parlorOne = await measured(ISOLATED, () => isolated(PARLOR_TOKEN, 'Parlor, isolated DMs'));
+  await sleep(CHAT_REST_MS);
+  parlorBurst.costs.statements = await statementsOf(() => burst(PARLOR_TOKEN, 'statements of a burst'));
+  parlorOne.costs.statements = await statementsOf(() => isolated(PARLOR_TOKEN, 'statements of isolated DMs'));
 
   console.log('\nlatency and throughput');
   for (const f of [floorBurst, parlorBurst.result, floorOne, parlorOne.result]) console.log(`  ${line(f)}`);
@@ -433,6 +447,8 @@ async function main() {
   row('SQL execution time in Postgres, ms', (c) => c.statements && c.statements.ms / c.dms, 2);
   row('SQL planning time in Postgres, ms', (c) => c.statements && c.statements.planMs / c.dms, 2);
   if (!database.statements) console.log('  (pg_stat_statements is not available on this server: no statement figures)');
+  else if (!tracked) console.log('  (pg_stat_statements cannot be turned off and on here: no statement figures)');
+  else console.log('  (the statement figures are from a burst and isolated DMs of their own, after the measured ones: counting them costs Postgres CPU)');
   for (const [name, costs] of [['the burst', parlorBurst.costs], ['the isolated DMs', parlorOne.costs]] as const) {
     if (!costs.statements) continue;
     console.log(`\n  statements of ${name}, per DM (calls, mean ms executing, mean ms planning, % of calls planned)`);

@@ -183,6 +183,22 @@ export async function resetStatements(sql: postgres.Sql): Promise<boolean> {
   );
 }
 
+/**
+ * Turns pg_stat_statements' tracking on or off for the whole server (it stays loaded): tracking costs Postgres CPU
+ * of its own, which a server without it does not spend. False when it could not (not a superuser, or not there).
+ */
+export async function trackStatements(sql: postgres.Sql, on: boolean): Promise<boolean> {
+  try {
+    await sql.unsafe(`alter system set pg_stat_statements.track = '${on ? 'top' : 'none'}'`);
+    await sql`select pg_reload_conf()`;
+    // Each backend reloads its settings when it is next between statements; idle ones at once.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The statements run in this database since the last reset, without the benchmark's own. */
 export async function readStatements(sql: postgres.Sql): Promise<StatementStats | undefined> {
   const rows = await sql<{ query: string; calls: number; plans: number; ms: number; planMs: number }[]>`

@@ -212,3 +212,28 @@ describe("a turn of a job run again", () => {
     expect(await claimTurnOfJob(t.database.db, randomUUID(), me)).toBeUndefined();
   });
 });
+
+describe('a start asked for a relaxed commit (behind its message, on a connection whose commits wait for the disk)', () => {
+  it('does not wait for the disk at its own commit, and leaves the connection as it was for the next transaction', async () => {
+    const { conversationId, jobId } = await waiting();
+    const c = await t.database.sql.reserve();
+    try {
+      expect((await c`show synchronous_commit`)[0].synchronous_commit).toBe('on');
+      // Its own transaction here, to look inside it before the commit.
+      await c`begin`;
+      const begun = await startUserTurn(c, { id: randomUUID(), conversationId, persona: 'ana', jobId }, { claimJob: 'with messages', relaxedCommit: true });
+      expect(begun).toMatchObject({ jobClaimed: true, claimed: [expect.anything()] });
+      expect((await c`show synchronous_commit`)[0].synchronous_commit).toBe('off');
+      await c`commit`;
+      // The next message's transaction on this connection waits for the disk again.
+      expect((await c`show synchronous_commit`)[0].synchronous_commit).toBe('on');
+      // As a statement of its own (as the ingress sends it), too.
+      const next = await waiting();
+      await startUserTurn(c, { id: randomUUID(), conversationId: next.conversationId, persona: 'ana', jobId: next.jobId }, { claimJob: 'with messages', relaxedCommit: true });
+      expect((await c`show synchronous_commit`)[0].synchronous_commit).toBe('on');
+      await jobs.boss.complete(QUEUES.turn, [{ id: jobId, retryCount: 0 }, { id: next.jobId, retryCount: 0 }]);
+    } finally {
+      c.release();
+    }
+  });
+});
