@@ -10,7 +10,7 @@
 // Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (300 DMs: fewer leave a run's figures to whether a
 // full collection fell in it), BENCH_WARMUP (4 rounds of warm-up: a burst
 // of 2 DMs per chat and 20 isolated DMs, for each), LOG_LEVEL (warn, Parlor's),
-// BENCH_PROFILE (1: take the profiled burst), BENCH_PROFILE_TOP (N: its N costliest functions), BENCH_PROFILE_FILE
+// BENCH_PROFILE (1: take the profiled burst; isolated: profile isolated DMs instead), BENCH_PROFILE_TOP (N: its N costliest functions), BENCH_PROFILE_FILE
 // (a path: the raw profile, which DevTools opens), BENCH_DB_DELAY_MS (Parlor's database that far away, each way); PARLOR_TURN_CONCURRENCY is passed on to Parlor.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
@@ -47,6 +47,8 @@ const CHATS = Number(process.env.BENCH_CHATS ?? 100);
 const PER_CHAT = Number(process.env.BENCH_PER_CHAT ?? 3);
 const ISOLATED = Number(process.env.BENCH_ISOLATED ?? 300);
 const PROFILE = process.env.BENCH_PROFILE !== '0';
+/** BENCH_PROFILE=isolated: the profiled run is of isolated DMs instead of a burst. */
+const PROFILE_ISOLATED = process.env.BENCH_PROFILE === 'isolated';
 const WARM_UP_ROUNDS = Number(process.env.BENCH_WARMUP ?? 4);
 /** Long enough for a chat's send allowance to fill again (see connectors/telegram/throttle.ts: 3 messages, 1 a second). */
 const CHAT_REST_MS = 3500;
@@ -465,15 +467,15 @@ async function main() {
     const profiler = await connectProfiler(parlor.inspector);
     await profiler.start();
     const cpu0 = processCpuMs(parlorPid)!;
-    await burst(PARLOR_TOKEN, 'profiled');
-    const cpu = (processCpuMs(parlorPid)! - cpu0) / (CHATS * PER_CHAT);
+    const dms = PROFILE_ISOLATED ? ISOLATED : CHATS * PER_CHAT;
+    await (PROFILE_ISOLATED ? isolated(PARLOR_TOKEN, 'profiled') : burst(PARLOR_TOKEN, 'profiled'));
+    const cpu = (processCpuMs(parlorPid)! - cpu0) / dms;
     const profile = await profiler.stop();
     profiler.close();
     // BENCH_PROFILE_FILE=path: the raw profile too (a .cpuprofile that DevTools opens).
     if (process.env.BENCH_PROFILE_FILE) await fs.writeFile(process.env.BENCH_PROFILE_FILE, JSON.stringify(profile));
     const { self, inclusive, functions, sampledMs } = summariseProfile(profile);
-    const dms = CHATS * PER_CHAT;
-    console.log(`\nParlor's CPU in a profiled burst, ms per DM (${cpu.toFixed(1)} ms by /proc; ${(sampledMs / dms).toFixed(1)} ms on the main thread's samples)`);
+    console.log(`\nParlor's CPU in profiled ${PROFILE_ISOLATED ? 'isolated DMs' : 'burst'}, ms per DM (${cpu.toFixed(1)} ms by /proc; ${(sampledMs / dms).toFixed(1)} ms on the main thread's samples)`);
     console.log('  self = in the area\'s own functions; on stack = with everything it called');
     console.log(`  ${'area'.padEnd(46)}   self  on stack`);
     for (const [area, ms] of [...self].sort((a, b) => b[1] - a[1])) {
