@@ -49,6 +49,9 @@ export async function startProcessBeat(deps: {
   /** Beats now; false once fenced (and onFenced called). Errors are the database's. */
   async function beatNow(): Promise<boolean> {
     if (fenced) return false;
+    // A beat vouches for the moment it was sent, not for when its answer was read: a process stopped while its answer
+    // was on the way reads it when it runs again, perhaps fenced meanwhile.
+    const sentAt = Date.now();
     if (!(await beat(beatSql, session, false))) {
       if (!fenced) {
         fenced = true;
@@ -58,9 +61,8 @@ export async function startProcessBeat(deps: {
       return false;
     }
     // Wall-clock time, which runs on while the machine sleeps: a gap is a gap however it came about.
-    const now = Date.now();
-    if (now - lastBeat > 2 * everyMs) steadySince = now;
-    lastBeat = now;
+    if (sentAt - lastBeat > 2 * everyMs) steadySince = sentAt;
+    lastBeat = sentAt;
     return true;
   }
 

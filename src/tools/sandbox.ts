@@ -158,7 +158,8 @@ export function sandboxedCommand(
   detected ??= detect();
   if (!detected.bwrap || !detected.profile) return undefined;
   const binds = (paths.readOnly ?? []).flatMap((folder) => ['--ro-bind', folder, folder]);
-  const started = ['/bin/sh', '-c', `printf . >&${SANDBOX_STARTED_FD}; exec "$@" ${SANDBOX_STARTED_FD}>&-`, 'sh'];
+  // Without its byte said, the command does not run (a run that is not known to have started may be run again).
+  const started = ['/bin/sh', '-c', `printf . >&${SANDBOX_STARTED_FD} || exit 126; exec "$@" ${SANDBOX_STARTED_FD}>&-`, 'sh'];
   return { file: detected.bwrap, args: [...sandboxArgs(detected.profile, paths), ...binds, ...started, ...argv] };
 }
 

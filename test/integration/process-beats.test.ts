@@ -229,6 +229,36 @@ describe("a process's heartbeat", () => {
       expect(other.gate.before).toBeUndefined();
     });
 
+    it('counts a beat from when it was sent: one answered only later (as to a process stopped meanwhile) opens nothing', async () => {
+      let landed = 0;
+      // The heartbeat's connection, telling the test when a beat's answer was read.
+      const beatSql = ((...args: Parameters<postgres.Sql>) => {
+        const query = (other.beatSql as unknown as (...a: unknown[]) => Promise<unknown>)(...args);
+        void query.then(() => (landed = Date.now()), () => {});
+        return query;
+      }) as unknown as postgres.Sql;
+      const beats = await startProcessBeat({ database: { ...other, beatSql }, log, hungAfterMs: 3000, onFenced: () => {} });
+      const locker = await db.database.sql.reserve();
+      try {
+        // Its next beat (the timer's, half a second on) waits in Postgres for the row, past half the hung period.
+        await locker`begin`;
+        await locker`select 1 from process_beats where session = ${other.applicationName} for update`;
+        landed = 0;
+        await sleep(2300);
+        await locker`commit`;
+        while (!landed) await new Promise((resolve) => setImmediate(resolve));
+        // Answered now, but sent 1.8 s ago: the gate asks for a beat of its own before it opens.
+        let opened = false;
+        void other.gate.before!().then(() => (opened = true));
+        for (let i = 0; i < 20; i++) await Promise.resolve();
+        expect(opened).toBe(false);
+        await until(() => opened);
+      } finally {
+        locker.release();
+        await beats.stop();
+      }
+    });
+
     it('stays shut for a process that finds itself fenced when it runs again, so it writes nothing', async () => {
       let fencedCalls = 0;
       const beats = await startProcessBeat({ database: other, log, hungAfterMs: 600, onFenced: () => fencedCalls++ });

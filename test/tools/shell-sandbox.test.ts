@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { shellAccess, shellMode, shellSandboxStatus } from '../../src/tools/sandbox.ts';
+import { sandboxedCommand, shellAccess, shellMode, shellSandboxStatus } from '../../src/tools/sandbox.ts';
 import { createShellExecTool } from '../../tools/shell-exec.ts';
 import { makePersona, makeToolContext } from '../support/persona.ts';
 import { NO_SANDBOX, recordingLogger } from './shell-helpers.ts';
@@ -122,6 +122,19 @@ describe.skipIf(!shellSandboxStatus().available)('shell_exec in the sandbox (nee
     const optedOut = makePersona({ workspace, tools: { shell: 'unsandboxed' } });
     const out = (await shell.run({ command: 'cat /proc/$PPID/environ ../.env' }, makeToolContext({ persona: optedOut }))) as string;
     expect(out.includes(SECRET)).toBe(false);
+  });
+
+  it('starts a command only once it has said so on its descriptor (a run not known to have started may run again)', () => {
+    const made = sandboxedCommand(['/bin/sh', '-c', 'echo ran > ran.txt'], { workspace, cwd: workspace })!;
+    const said = spawnSync(made.file, made.args, { stdio: ['ignore', 'pipe', 'pipe', 'pipe'], encoding: 'utf8' });
+    expect(said.status).toBe(0);
+    expect(said.output[3]).toBe('.');
+    expect(fs.readFileSync(path.join(workspace, 'ran.txt'), 'utf8')).toBe('ran\n');
+    fs.rmSync(path.join(workspace, 'ran.txt'));
+    // Without the descriptor: nothing runs.
+    const unsaid = spawnSync(made.file, made.args, { stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' });
+    expect(unsaid.status).toBe(126);
+    expect(fs.existsSync(path.join(workspace, 'ran.txt'))).toBe(false);
   });
 });
 
