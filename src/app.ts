@@ -371,16 +371,17 @@ export async function startApp(options: AppOptions): Promise<App> {
     }
 
     const held = createHeldEvents({ directory: path.join(settings.home, 'held-events'), log: log.child({ module: 'held-events' }) });
+    // What a connector acknowledged before a process here, now gone, could store it: stored before the connectors
+    // start, so that each chat's events go in the order they came (a newer one stored first would be answered first).
+    // Then, while running, what its keeper gave up on (the database away for longer than its tries).
+    const replayHeld = (olderThanMs?: number) =>
+      held.replay((event) => ingress.handle(event), { olderThanMs }).catch((err: unknown) => log.error({ err }, 'events kept on disk could not be read'));
+    await replayHeld();
     for (const connector of connectors.values()) {
       await connector.start((event) => ingress.handle(event), held);
       cleanups.push(() => connector.stop());
       log.info({ connector: connector.id }, 'connector started');
     }
-    // What a connector acknowledged before a process here, now gone, could store it; then, while running, what its
-    // keeper gave up on (the database away for longer than its tries).
-    const replayHeld = (olderThanMs?: number) =>
-      held.replay((event) => ingress.handle(event), { olderThanMs }).catch((err: unknown) => log.error({ err }, 'events kept on disk could not be read'));
-    await replayHeld();
     const heldReplay = options.heldEventsReplay ?? HELD_REPLAY;
     let replaying: Promise<unknown> | undefined;
     const heldTimer = setInterval(() => {

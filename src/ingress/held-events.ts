@@ -70,12 +70,15 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
       });
       let stored = 0;
       let left = 0;
+      // In the order they were kept (a file is written once, as its event came): a chat's events stay in order.
+      const kept: { file: string; at: number }[] = [];
       for (const name of names.filter((n) => n.endsWith('.json'))) {
         const file = path.join(directory, name);
-        if (olderThanMs > 0) {
-          const stat = await fs.stat(file).catch(() => undefined);
-          if (!stat || Date.now() - stat.mtimeMs < olderThanMs) continue;
-        }
+        const stat = await fs.stat(file).catch(() => undefined);
+        if (stat && (olderThanMs <= 0 || Date.now() - stat.mtimeMs >= olderThanMs)) kept.push({ file, at: stat.mtimeMs });
+      }
+      kept.sort((a, b) => a.at - b.at || a.file.localeCompare(b.file));
+      for (const { file } of kept) {
         let event: InboundEvent;
         try {
           event = (JSON.parse(await fs.readFile(file, 'utf8')) as { event: InboundEvent }).event;

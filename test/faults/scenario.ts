@@ -370,7 +370,8 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
       }
     }
     if (cycle % config.stopEvery === Math.ceil(config.stopEvery / 2) && world.processes.length > 1) {
-      const victim = world.processes[1 + Math.floor(rand() * (world.processes.length - 1))];
+      // A worker, then the process that runs the connectors (which a worker fences), in turn.
+      const victim = stops % 2 === 1 ? world.processes[0] : world.processes[1 + Math.floor(rand() * (world.processes.length - 1))];
       // Past the hung period, a sweep of the others (every 5 s) and their own heartbeats' slack.
       const exit = await world.stopAndResume(victim, HUNG_AFTER_SECONDS * 1000 + 10_000);
       stops++;

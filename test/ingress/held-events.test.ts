@@ -71,6 +71,21 @@ describe('held events', () => {
     expect(await fs.readdir(directory)).toEqual([]);
   });
 
+  it('replay hands the events over in the order they were kept, whatever their files are called', async () => {
+    const held = createHeldEvents({ directory, log });
+    const ids = Array.from({ length: 8 }, (_, i) => `Ev${i}`);
+    for (const id of ids) {
+      await held.keep(event(id, id));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    // Their names (hashes of their ids) sort in another order than they were kept in.
+    const byName = [...ids].sort((a, b) => fileOf(a).localeCompare(fileOf(b)));
+    expect(byName).not.toEqual(ids);
+    const seen: string[] = [];
+    await held.replay(async (e) => (seen.push(e.text), { status: 'queued' }));
+    expect(seen).toEqual(ids);
+  });
+
   it('replay with an age leaves the events kept more recently to their keeper', async () => {
     const held = createHeldEvents({ directory, log });
     await held.keep(event('Old', 'old'));

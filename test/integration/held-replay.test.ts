@@ -7,6 +7,7 @@ import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createHeldEvents } from '../../src/ingress/held-events.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
+import { createRecordingConnector } from '../support/recording-connector.ts';
 import { until } from '../support/until.ts';
 
 let h: Harness;
@@ -41,4 +42,21 @@ it('an event kept on disk while the process runs is stored and answered once it 
   expect(events.n).toBe(1);
   await new Promise((r) => setTimeout(r, 300));
   expect(h.chat.sent).toHaveLength(1);
+});
+
+it('at a start, an event kept on disk by the process before is stored before any the connectors bring: its chat stays in order', async () => {
+  // The process before kept one of u2's events, and died before it could store it.
+  const held = createHeldEvents({ directory: path.join(h.home, 'held-events'), log: pino({ level: 'silent' }) });
+  await held.keep({ connector: 'chat', externalId: 'kept-before', kind: 'message', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2', name: 'Ana' }, text: 'first, kept' });
+  // The process that starts now: its connector brings u2's next event as soon as it starts.
+  const chat = createRecordingConnector('chat');
+  const start = chat.start.bind(chat);
+  chat.start = async (onInbound, keeper) => {
+    await start(onInbound, keeper);
+    await chat.inject({ externalId: 'came-at-start', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2', name: 'Ana' }, text: 'second, new' });
+  };
+  await h.startPeer({ connectors: () => [chat], remoteConnectors: [] });
+  await until(async () => (await fs.readdir(path.join(h.home, 'held-events'))).length === 0, 'the kept event stored');
+  const stored = await h.query<{ text: string }>(sql`select content->>'content' as text from messages where conversation_id = 'testy:chat:u2' and role = 'user' order by id`);
+  expect(stored.map((m) => m.text)).toEqual([expect.stringContaining('first, kept'), expect.stringContaining('second, new')]);
 });
