@@ -1,6 +1,6 @@
-// `npm run faults`: the full fault run (100 cycles: kill -9 in most, a Postgres restart every 10th, a worker stopped
-// past the hung period every 10th), its figures printed; exits 1 when an invariant does not hold. FAULTS_CYCLES,
-// FAULTS_SEED and FAULTS_WORKERS change the run.
+// `npm run faults`: the full fault run (100 cycles: kill -9 in most, a Postgres restart every 10th, a process stopped
+// past the hung period every 10th, a worker and the one with the connectors in turn), its figures printed; exits 1
+// when an invariant does not hold. FAULTS_CYCLES, FAULTS_SEED and FAULTS_WORKERS change the run.
 import { formatReport, runFaults } from './scenario.ts';
 
 const seed = Number(process.env.FAULTS_SEED ?? Date.now() % 100_000);

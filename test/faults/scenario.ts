@@ -16,8 +16,9 @@ export interface FaultConfig {
   /** Which cycles restart Postgres instead of killing a process. */
   postgresEvery: number;
   /**
-   * Which cycles (the middle one of every so many) stop a worker with SIGSTOP for longer than the others take to
-   * fence it, instead of killing a process; then let it run again (it must exit, and is started again).
+   * Which cycles (the middle one of every so many) stop a process with SIGSTOP (a worker, then the one that runs the
+   * connectors, in turn) for longer than the others take to fence it, instead of killing a process; then let it run
+   * again (it must exit, and is started again).
    */
   stopEvery: number;
   /** Seconds of load between faults (a random time in this range). */
@@ -44,10 +45,10 @@ export interface FaultReport {
   clicks: number;
   reminders: number;
   kills: number;
-  /** Workers stopped (SIGSTOP) past the hung period, and of those, how many exited fenced (status 1) when resumed. */
+  /** Processes stopped (SIGSTOP) past the hung period, and of those, how many exited fenced (status 1) when resumed. */
   stops: number;
   fencedExits: number;
-  /** A stopped worker that, resumed, exited some other way than fenced. */
+  /** A stopped process that, resumed, exited some other way than fenced. */
   badStopExits: string[];
   postgresRestarts: number;
   crashes: number;
@@ -612,7 +613,7 @@ export function formatReport(r: FaultReport): string {
     `Fault run: ${r.seconds} s`,
     `  messages sent: ${r.sent.telegram + r.sent.discord + r.sent.slack} (Telegram ${r.sent.telegram}, Discord ${r.sent.discord}, Slack ${r.sent.slack}; mentions in a group ${r.mentions.telegram}/${r.mentions.discord}/${r.mentions.slack}); accepted ${r.accepted}, not taken by the platform's connection ${r.notAccepted}`,
     `  approvals: ${r.clicks} clicks; allowed ${r.approvals.allowed}, denied ${r.approvals.denied}, expired ${r.approvals.expired}; reminders set ${r.reminders}, fired ${r.remindersFired}`,
-    `  kills (SIGKILL): ${r.kills}; workers stopped (SIGSTOP) past the hung period: ${r.stops}, of which exited fenced when resumed: ${r.fencedExits}; ` +
+    `  kills (SIGKILL): ${r.kills}; processes stopped (SIGSTOP) past the hung period: ${r.stops}, of which exited fenced when resumed: ${r.fencedExits}; ` +
       `Postgres restarts: ${r.postgresRestarts}; exits nobody caused: ${r.crashes}`,
     `  faults: ${Object.entries(r.faults).sort().map(([k, v]) => `${k} ${v}`).join(', ') || 'none'}`,
     `  lost = ${r.lost.length}, duplicated = ${r.duplicated.length}, stuck = ${r.stuck.length}, out of order = ${r.outOfOrder.length}, failed visibly = ${r.failedVisibly}`,
@@ -631,7 +632,7 @@ export function formatReport(r: FaultReport): string {
     ['run twice', r.toolRanTwice],
     ['internal text', r.internalText],
     ['unexpected', r.unexpected],
-    ['stopped workers that did not exit fenced', r.badStopExits],
+    ['stopped processes that did not exit fenced', r.badStopExits],
   ] as const) {
     if (list.length) lines.push(`  ${title}:`, ...list.slice(0, 20).map((l) => `    ${l}`));
   }
