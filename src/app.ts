@@ -292,6 +292,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     cleanups.push(() => summaries.stop());
     const runner = createTurnRunner({
       database,
+      alive: beat.alive,
       personas: () => personas,
       model,
       defaultModel: llm?.model ?? 'default',

@@ -43,6 +43,11 @@ export interface TurnRunnerDeps {
   delivery: Delivery;
   /** Connectors running in this process (typing indicators need one). */
   connectors: ReadonlyMap<string, Connector>;
+  /**
+   * Whether this process may still act (see ProcessBeat.alive): asked before a streamed reply writes to its chat, the
+   * one write to a platform that no write to the database comes before.
+   */
+  alive?: () => Promise<boolean>;
   knownConnectors: () => string[];
   timezone: string;
   log: Logger;

@@ -17,6 +17,11 @@ export interface ProcessBeat {
    * resume too.
    */
   steady(): boolean;
+  /**
+   * Whether this process may still act: at once while its last beat is recent, else after a beat (it may have been
+   * fenced while it was away). Errors are the database's.
+   */
+  alive(): Promise<boolean>;
   /** Stops beating and takes this process's row away (a clean stop). */
   stop(): Promise<void>;
 }
@@ -90,6 +95,7 @@ export async function startProcessBeat(deps: {
 
   return {
     hungAfterMs,
+    alive,
     steady() {
       const now = Date.now();
       return !fenced && now - lastBeat <= 2 * everyMs && now - steadySince >= hungAfterMs;

@@ -71,4 +71,24 @@ describe('a streamed reply', () => {
     const quiet = createReplyStream(recordingDraft().connector, { chat: 'c' });
     expect(await quiet.finish('never shown')).toBeUndefined();
   });
+
+  it('writes to the chat only while the process may act: one fenced while it was stopped writes nothing', async () => {
+    const d = recordingDraft();
+    let alive = true;
+    let asked = 0;
+    const stream = createReplyStream(d.connector, { chat: 'c' }, async () => (asked++, alive));
+    stream.startCall();
+    stream.append('Sunny');
+    stream.append(' today');
+    await new Promise((r) => setImmediate(r));
+    expect(d.updates).toEqual(['Sunny', 'Sunny today']);
+    // Back from a stop, and fenced meanwhile: the model's answer arrives, and nothing of it reaches the chat.
+    alive = false;
+    stream.append(', 21°C.');
+    await new Promise((r) => setImmediate(r));
+    expect(d.updates).toEqual(['Sunny', 'Sunny today']);
+    await expect(stream.finish('Sunny today, 21°C.')).rejects.toThrow(/fenced/);
+    expect(d.finished()).toBeUndefined();
+    expect(asked).toBe(4);
+  });
 });
