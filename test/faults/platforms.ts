@@ -38,8 +38,12 @@ export interface Platform {
   /** What the bot has in the person's DM (or, for `GROUP`, in the group) now, oldest first. */
   messages(person: string): BotMessage[];
   click(person: string, message: BotMessage, label: string): Promise<void>;
-  /** Delivers one of the messages posted earlier again (a duplicate delivery). */
-  duplicate(pick: (count: number) => number): Promise<boolean>;
+  /**
+   * Delivers one of the messages posted earlier again (a duplicate delivery), one that Parlor took the first time
+   * (`taken`, asked with the event's id): a message whose first delivery never reached it (sent into a connection that
+   * died) would come as a late first delivery, and be answered after newer ones, rightly.
+   */
+  duplicate(pick: (count: number) => number, taken: (ref: string) => Promise<boolean>): Promise<boolean>;
   /** Drops the bot's connection (gateway / socket); false where there is none. */
   disconnect(): boolean;
 }
@@ -113,7 +117,8 @@ export function telegramPlatform(fake: FakeTelegram, firstUpdate = 1): Platform 
     },
     async duplicate(pick) {
       if (!posted.length) return false;
-      // Handed out once more, whatever the offset (Telegram re-delivers what it was not sure arrived).
+      // Handed out once more, whatever the offset (Telegram re-delivers what it was not sure arrived). Every update is
+      // taken in the end (Telegram keeps one until a webhook answers it), so any will do.
       fake.pushUpdates(posted[pick(posted.length)]);
       return true;
     },
@@ -153,9 +158,10 @@ export function discordPlatform(fake: FakeDiscord): Platform {
       if (!button) throw new Error(`no button ${label} on ${message.id}`);
       await fake.click({ message: message.id, customId: button.data, from: username, timeoutMs: 10_000 }).catch(() => {});
     },
-    async duplicate(pick) {
+    async duplicate(pick, taken) {
       if (!posted.length) return false;
       const id = posted[pick(posted.length)];
+      if (!(await taken(id))) return false;
       const frame = fake.frames.find((f: any) => f.t === 'MESSAGE_CREATE' && f.d?.id === id) as { d: unknown } | undefined;
       if (!frame) return false;
       return fake.dispatch('MESSAGE_CREATE', frame.d) > 0;
@@ -211,9 +217,12 @@ export function slackPlatform(fake: FakeSlack): Platform {
     async click(user, message, label) {
       await fake.click({ message: { channel: imChannelFor([user]), ts: message.id }, label, user }).catch(() => {});
     },
-    async duplicate(pick) {
+    async duplicate(pick, taken) {
       if (!posted.length) return false;
-      await fake.redeliver(posted[pick(posted.length)], { retryReason: 'http_timeout', timeoutMs: 5000 });
+      const delivery = posted[pick(posted.length)];
+      // The message's key (its channel and ts) is what the connector records, not the envelope's event id.
+      if (!(await taken(String(delivery.envelope.payload.event?.ts ?? '')))) return false;
+      await fake.redeliver(delivery, { retryReason: 'http_timeout', timeoutMs: 5000 });
       return true;
     },
     disconnect() {

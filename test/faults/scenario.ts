@@ -359,7 +359,10 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
         if (platforms.slack.disconnect()) count('slack socket dropped');
       } else {
         const platform = Object.values(platforms)[Math.floor(rand() * 3)];
-        if (await platform.duplicate((n) => Math.floor(rand() * n))) count(`${platform.name} duplicate delivery`);
+        const taken = async (ref: string) =>
+          ref !== '' &&
+          (await world.sql`select 1 from inbound_events where connector = ${platform.name} and strpos(external_id, ${ref}) > 0 limit 1`.catch(() => [])).length > 0;
+        if (await platform.duplicate((n) => Math.floor(rand() * n), taken)) count(`${platform.name} duplicate delivery`);
       }
     }
     if (cycle % config.postgresEvery === 0) {
