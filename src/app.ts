@@ -246,7 +246,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     });
     cleanups.push(async () => unwatch());
     const knownConnectors = () => [...new Set([...configuredConnectorIds(settings), ...(options.remoteConnectors ?? []), ...connectors.keys()])];
-    const delivery = createDelivery({ db: database.db, sql: database.sql, session: database.applicationName, connectors, knownConnectors, log });
+    const delivery = createDelivery({ db: database.db, sql: database.sql, session: database.applicationName, connectors, knownConnectors, log, beforeAct: beat.beforeAct });
     cleanups.push(() => delivery.stop());
     // Stopped after the turns (cleanups run in reverse): MCP server processes and connections.
     cleanups.push(() => catalog.close());
@@ -292,7 +292,7 @@ export async function startApp(options: AppOptions): Promise<App> {
     cleanups.push(() => summaries.stop());
     const runner = createTurnRunner({
       database,
-      alive: beat.alive,
+      beforeAct: beat.beforeAct,
       personas: () => personas,
       model,
       defaultModel: llm?.model ?? 'default',
@@ -372,17 +372,24 @@ export async function startApp(options: AppOptions): Promise<App> {
     }
 
     const held = createHeldEvents({ directory: path.join(settings.home, 'held-events'), log: log.child({ module: 'held-events' }) });
-    // What a connector acknowledged before a process here, now gone, could store it: stored before the connectors
-    // start, so that each chat's events go in the order they came (a newer one stored first would be answered first).
-    // Then, while running, what its keeper gave up on (the database away for longer than its tries).
+    // What a connector acknowledged before a process here, now gone, could store it: stored once the connectors run
+    // (a file it brings is fetched through its connector), and before what they bring meanwhile, which waits for it: a
+    // chat's events go in the order they came (a newer one stored first would be answered first). Then, while
+    // running, what its keeper gave up on (the database away for longer than its tries).
     const replayHeld = (olderThanMs?: number) =>
       held.replay((event) => ingress.handle(event), { olderThanMs }).catch((err: unknown) => log.error({ err }, 'events kept on disk could not be read'));
-    await replayHeld();
+    let replayedAtStart!: () => void;
+    const afterReplay = new Promise<void>((resolve) => (replayedAtStart = resolve));
     for (const connector of connectors.values()) {
-      await connector.start((event) => ingress.handle(event), held);
+      await connector.start(async (event) => {
+        await afterReplay;
+        return ingress.handle(event);
+      }, held);
       cleanups.push(() => connector.stop());
       log.info({ connector: connector.id }, 'connector started');
     }
+    await replayHeld();
+    replayedAtStart();
     const heldReplay = options.heldEventsReplay ?? HELD_REPLAY;
     let replaying: Promise<unknown> | undefined;
     const heldTimer = setInterval(() => {

@@ -220,6 +220,11 @@ export interface DraftTarget {
   resume?: string;
   /** Called once with the platform id of the draft's message, when it first shows. */
   onShown?(messageId: string): void;
+  /**
+   * Awaited before each write to the chat (every frame, and the final text): at once while this process may act,
+   * never once it was fenced (it exits then; see ProcessBeat.beforeAct).
+   */
+  beforeWrite?(): Promise<void>;
 }
 
 /** A message being written: shown at once, updated as it grows, then finished with the final text. */

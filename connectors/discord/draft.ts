@@ -58,12 +58,13 @@ export function createDiscordDraft(deps: DraftDeps): ReplyDraft {
     }
   }
 
-  const pacer = createFramePacer({ intervalMs: interval, frame: show });
+  const pacer = createFramePacer({ intervalMs: interval, frame: show, beforeFrame: target.beforeWrite });
 
   return {
     update: (text) => pacer.update(text),
     async finish(text) {
       await pacer.stop();
+      await target.beforeWrite?.();
       if (messageId === undefined) return deps.send(text, target.replyTo);
       const { first, rest } = deps.firstPart(text);
       try {

@@ -16,6 +16,8 @@ export function createFramePacer(options: {
   holdUntil?: () => number;
   /** Writes one frame; resolves true when the text is now on screen. */
   frame(text: string): Promise<boolean>;
+  /** Awaited right before each frame is written (see DraftTarget.beforeWrite). */
+  beforeFrame?: () => Promise<void>;
 }): FramePacer {
   let latest = '';
   let shown = '';
@@ -45,6 +47,7 @@ export function createFramePacer(options: {
           // The frame before may have ended late (its request waited its turn): pace from it.
           const wait = untilNext();
           if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+          await options.beforeFrame?.();
           if (!stopped && latest !== shown) await frame(latest);
         })
         .then(() => {

@@ -57,17 +57,21 @@ export function createSlackDraft(deps: { target: DraftTarget; group: boolean; ca
     }
   }
 
-  const pacer = createFramePacer({ intervalMs: interval, holdUntil: () => holdUntil, frame: show });
+  const pacer = createFramePacer({ intervalMs: interval, holdUntil: () => holdUntil, frame: show, beforeFrame: target.beforeWrite });
 
   return {
     update: (text) => pacer.update(text),
     async finish(text) {
       await pacer.stop();
+      await target.beforeWrite?.();
       const whole = () => calls.send({ chat: target.chat, thread: target.thread, replyTo: target.replyTo, text });
       if (ts === undefined) return whole();
       const [first, ...rest] = formatForSlack(text);
       const wait = holdUntil - Date.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      if (wait > 0) {
+        await new Promise((r) => setTimeout(r, wait));
+        await target.beforeWrite?.();
+      }
       if (first) {
         try {
           await calls.update(ts, first.mrkdwn);

@@ -88,12 +88,13 @@ export function createTelegramDraft(deps: {
     }
   }
 
-  const pacer = createFramePacer({ intervalMs: interval, holdUntil: () => holdUntil, frame: show });
+  const pacer = createFramePacer({ intervalMs: interval, holdUntil: () => holdUntil, frame: show, beforeFrame: target.beforeWrite });
 
   return {
     update: (text) => pacer.update(text),
     async finish(text) {
       await pacer.stop();
+      await target.beforeWrite?.();
       const parts = formatForTelegram(text);
       if (messageId === undefined) return deps.send({ chat: target.chat, thread: target.thread, replyTo: target.replyTo, text });
       const ids = [String(messageId)];
@@ -101,7 +102,10 @@ export function createTelegramDraft(deps: {
       const [first, ...rest] = parts;
       if (first) {
         const wait = holdUntil - Date.now();
-        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        if (wait > 0) {
+          await new Promise((r) => setTimeout(r, wait));
+          await target.beforeWrite?.();
+        }
         try {
           await editPart(messageId, first);
         } catch (err) {

@@ -58,6 +58,11 @@ export function createDelivery(deps: {
   sendDeadlineMs?: number;
   /** How long after seeing a sender gone it is looked for again before its message is taken over. */
   livenessRecheckMs?: number;
+  /**
+   * Awaited before each attempt at a send (see ProcessBeat.beforeAct): a process stopped between two tries of a send,
+   * and fenced meanwhile (the row is another process's now), tries no more.
+   */
+  beforeAct?: () => Promise<void>;
 }): Delivery {
   const { db, sql, connectors, log } = deps;
   let listener: { unlisten(): Promise<void> } | undefined;
@@ -119,7 +124,8 @@ export function createDelivery(deps: {
     let sent: SentMessage;
     try {
       sent = await withRetries(
-        () => {
+        async () => {
+          await deps.beforeAct?.();
           attempts++;
           // A retry, or a row taken over from a process that died sending it: the platform may have it already.
           return perform(row, connector, attempts > 1 || row.resends > 0);

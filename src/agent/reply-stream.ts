@@ -23,18 +23,19 @@ export interface ReplyStream {
 
 /**
  * A user turn's answer as one message that grows while the model writes it. The core decides what may be shown
- * (internal text never is); the connector's draft paces the edits to the platform's limits. With `alive`, each write
- * waits for it: a process back from a long stop, whose turn others took over meanwhile, writes nothing into the chat
- * (its turn's other writes to a platform all follow one to the database, which waits as well).
+ * (internal text never is); the connector's draft paces the edits to the platform's limits. `beforeWrite` goes to the
+ * draft, which awaits it before each write: a process back from a long stop, whose turn others took over meanwhile,
+ * writes nothing into the chat (a turn's messages and reactions go through the ledger, which waits as well).
  */
 export function createReplyStream(
   connector: Required<Pick<Connector, 'draft'>>,
   target: DraftTarget,
-  alive?: () => Promise<boolean>,
+  beforeWrite?: () => Promise<void>,
 ): ReplyStream {
   let draft: ReplyDraft | undefined;
   let written = '';
   let lastShown = '';
+  const open = () => (draft ??= connector.draft(beforeWrite ? { ...target, beforeWrite } : target));
   return {
     startCall() {
       written = '';
@@ -44,19 +45,14 @@ export function createReplyStream(
       const visible = visibleDraft(written);
       if (!visible || visible === lastShown) return;
       lastShown = visible;
-      const shown = (draft ??= connector.draft(target));
-      // In the order they came: each waits for the same answer (at once while the last beat is recent).
-      if (!alive) shown.update(visible);
-      else void alive().then((ok) => ok && shown.update(visible), () => {});
+      open().update(visible);
     },
     // A draft a crashed run of the turn left is on screen already: whatever this run ends with goes into it.
     shown: () => draft !== undefined || target.resume !== undefined,
     async finish(reply, suffix = '') {
       if (!draft && target.resume === undefined) return undefined;
-      if (alive && !(await alive())) throw new Error('this process was fenced: its turn is another process’s now');
-      draft ??= connector.draft(target);
       const text = reply ?? (lastShown ? `${lastShown}${suffix}` : suffix.trim() || '…');
-      return draft.finish(text);
+      return open().finish(text);
     },
   };
 }

@@ -14,7 +14,7 @@ import type { TurnJob, TurnOutcome, TurnRunnerDeps } from './turn-runner.ts';
 const TYPING_REFRESH_MS = 4000;
 const TYPING_AFTER_MS = 250;
 
-export type TurnOutputDeps = Pick<TurnRunnerDeps, 'database' | 'connectors' | 'delivery' | 'log' | 'modelUrl' | 'subagents' | 'personaMail' | 'typingAfterMs' | 'alive'>;
+export type TurnOutputDeps = Pick<TurnRunnerDeps, 'database' | 'connectors' | 'delivery' | 'log' | 'modelUrl' | 'subagents' | 'personaMail' | 'typingAfterMs' | 'beforeAct'>;
 
 /**
  * What a turn says, and to whom: its answer streamed into a draft or sent through the ledger (or handed to the
@@ -54,7 +54,7 @@ export function createTurnOutput(deps: TurnOutputDeps) {
           text: '',
           platformMessageIds: [messageId],
         }).catch((err: unknown) => log.warn({ err }, 'the draft message could not be noted')),
-    }, deps.alive);
+    }, deps.beforeAct);
   }
 
   /**

@@ -44,10 +44,10 @@ export interface TurnRunnerDeps {
   /** Connectors running in this process (typing indicators need one). */
   connectors: ReadonlyMap<string, Connector>;
   /**
-   * Whether this process may still act (see ProcessBeat.alive): asked before a streamed reply writes to its chat, the
-   * one write to a platform that no write to the database comes before.
+   * Awaited before a streamed reply writes to its chat (see ProcessBeat.beforeAct), the one write of a turn to a
+   * platform (beside "typing…") that no write to the database comes before.
    */
-  alive?: () => Promise<boolean>;
+  beforeAct?: () => Promise<void>;
   knownConnectors: () => string[];
   timezone: string;
   log: Logger;

@@ -48,6 +48,12 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
     async keep(event) {
       await fs.mkdir(directory, { recursive: true, mode: 0o700 });
       const file = path.join(directory, fileName(event));
+      const release = async () => {
+        await fs.rm(file, { force: true }).catch((err: unknown) => log.warn({ err, file }, 'a held event, now stored, could not be removed'));
+      };
+      // Kept already (a redelivery, or Slack's message and app_mention of one post): written again, in its place
+      // among the chat's events (its first time, which replay orders by).
+      const earlier = await fs.stat(file).catch(() => undefined);
       const partial = `${file}.${process.pid}.partial`;
       const handle = await fs.open(partial, 'w', 0o600);
       try {
@@ -57,10 +63,9 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
         await handle.close();
       }
       await fs.rename(partial, file);
+      if (earlier) await fs.utimes(file, earlier.atime, earlier.mtime).catch(() => {});
       await syncDirectory();
-      return async () => {
-        await fs.rm(file, { force: true }).catch((err: unknown) => log.warn({ err, file }, 'a held event, now stored, could not be removed'));
-      };
+      return release;
     },
 
     async replay(handle, { olderThanMs = 0 } = {}) {
@@ -78,6 +83,9 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
         if (stat && (olderThanMs <= 0 || Date.now() - stat.mtimeMs >= olderThanMs)) kept.push({ file, at: stat.mtimeMs });
       }
       kept.sort((a, b) => a.at - b.at || a.file.localeCompare(b.file));
+      // A chat whose event could not be stored yet stores none of its later ones before it: they wait for the next try.
+      const waiting = new Set<string>();
+      const chatOf = (event: InboundEvent) => `${event.connector}\0${event.chat?.id}\0${event.chat?.thread ?? ''}`;
       for (const { file } of kept) {
         let event: InboundEvent;
         try {
@@ -89,6 +97,10 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
           await fs.rm(file, { force: true });
           continue;
         }
+        if (waiting.has(chatOf(event))) {
+          left++;
+          continue;
+        }
         try {
           const result = await handle(event);
           log.info({ connector: event.connector, event: event.externalId, status: result.status }, 'an event acknowledged before it was stored is stored now');
@@ -96,6 +108,7 @@ export function createHeldEvents(options: { directory: string; log: Logger }): H
           stored++;
         } catch (err) {
           log.warn({ err, connector: event.connector, event: event.externalId }, 'a held event could not be stored yet; it is kept for the next try');
+          waiting.add(chatOf(event));
           left++;
         }
       }

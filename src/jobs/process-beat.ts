@@ -18,10 +18,11 @@ export interface ProcessBeat {
    */
   steady(): boolean;
   /**
-   * Whether this process may still act: at once while its last beat is recent, else after a beat (it may have been
-   * fenced while it was away). Errors are the database's.
+   * Awaited before this process writes to a platform what no write to the database comes before (a streamed reply, a
+   * send's attempt): resolves at once while its last beat is recent, else after a beat (it may have been fenced while
+   * it was away); never once it was fenced (it exits then). A database that cannot answer holds nothing back.
    */
-  alive(): Promise<boolean>;
+  beforeAct(): Promise<void>;
   /** Stops beating and takes this process's row away (a clean stop). */
   stop(): Promise<void>;
 }
@@ -95,7 +96,9 @@ export async function startProcessBeat(deps: {
 
   return {
     hungAfterMs,
-    alive,
+    async beforeAct() {
+      if (!(await alive().catch(() => true))) await never;
+    },
     steady() {
       const now = Date.now();
       return !fenced && now - lastBeat <= 2 * everyMs && now - steadySince >= hungAfterMs;

@@ -86,6 +86,39 @@ describe('held events', () => {
     expect(seen).toEqual(ids);
   });
 
+  it('an event kept again (a redelivery) keeps its place among the others', async () => {
+    const held = createHeldEvents({ directory, log });
+    await held.keep(event('Ev1', 'first'));
+    await new Promise((r) => setTimeout(r, 20));
+    await held.keep(event('Ev2', 'second'));
+    await new Promise((r) => setTimeout(r, 20));
+    await held.keep(event('Ev1', 'first'));
+    const seen: string[] = [];
+    await held.replay(async (e) => (seen.push(e.text), { status: 'queued' }));
+    expect(seen).toEqual(['first', 'second']);
+  });
+
+  it("replay stores none of a chat's later events while an earlier one of it cannot be stored", async () => {
+    const held = createHeldEvents({ directory, log });
+    const other = (id: string, text: string): InboundEvent => ({ ...event(id, text), chat: { id: 'D0BEN', type: 'dm' } });
+    await held.keep(event('Ev1', 'ana first'));
+    await new Promise((r) => setTimeout(r, 20));
+    await held.keep(other('Ev2', 'ben'));
+    await new Promise((r) => setTimeout(r, 20));
+    await held.keep(event('Ev3', 'ana second'));
+    const seen: string[] = [];
+    const result = await held.replay(async (e) => {
+      seen.push(e.text);
+      if (e.text === 'ana first') throw new Error('database unavailable');
+      return { status: 'queued' };
+    });
+    expect(seen).toEqual(['ana first', 'ben']);
+    expect(result).toEqual({ stored: 1, left: 2 });
+    const again: string[] = [];
+    await held.replay(async (e) => (again.push(e.text), { status: 'queued' }));
+    expect(again).toEqual(['ana first', 'ana second']);
+  });
+
   it('replay with an age leaves the events kept more recently to their keeper', async () => {
     const held = createHeldEvents({ directory, log });
     await held.keep(event('Old', 'old'));

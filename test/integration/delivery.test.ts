@@ -2,7 +2,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { PlatformError } from '../../src/connector.ts';
+import pino from 'pino';
+import { createDelivery } from '../../src/agent/delivery.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
+import { createRecordingConnector } from '../support/recording-connector.ts';
 import { until } from '../support/until.ts';
 
 let h: Harness;
@@ -147,5 +150,37 @@ describe('maintenance', () => {
     const [turn] = await h.query<{ status: string }>(sql`select status from turns where conversation_id = 'testy:chat:lost'`);
     expect(turn.status).toBe('failed');
     await h.app.waitForIdle('testy:chat:lost', 2000);
+  });
+});
+
+describe('a send of a process that may have been fenced', () => {
+  it('waits for beforeAct before each attempt: a process fenced between two tries of a send tries no more', async () => {
+    const connector = createRecordingConnector('held');
+    connector.failNext(1, new PlatformError({ platform: 'held', method: 'send', status: 502, message: 'bad gateway' }));
+    let opened = true;
+    let asked = 0;
+    const waiting: (() => void)[] = [];
+    const delivery = createDelivery({
+      db: h.app.database.db,
+      sql: h.app.database.sql,
+      session: h.app.database.applicationName,
+      connectors: new Map([['held', connector]]),
+      knownConnectors: () => ['held'],
+      log: pino({ level: 'silent' }),
+      beforeAct: () => {
+        asked++;
+        // The first try goes; the process stops before the next, and is found fenced when it runs again.
+        if (opened) {
+          opened = false;
+          return Promise.resolve();
+        }
+        return new Promise<void>((resolve) => waiting.push(resolve));
+      },
+    });
+    void delivery.deliver({ dedupeKey: 'fenced-between-tries', connector: 'held', chat: 'u9', text: 'once at most' });
+    await until(() => asked === 2, 'the second try to ask');
+    await new Promise((r) => setTimeout(r, 300));
+    expect(connector.sent).toEqual([]);
+    expect(waiting).toHaveLength(1);
   });
 });

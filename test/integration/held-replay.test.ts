@@ -44,19 +44,24 @@ it('an event kept on disk while the process runs is stored and answered once it 
   expect(h.chat.sent).toHaveLength(1);
 });
 
-it('at a start, an event kept on disk by the process before is stored before any the connectors bring: its chat stays in order', async () => {
-  // The process before kept one of u2's events, and died before it could store it.
+it('at a start, an event kept on disk by the process before is stored before what the connectors bring meanwhile: its chat stays in order', async () => {
+  // The process before kept some of u2's events, and died before it could store them.
   const held = createHeldEvents({ directory: path.join(h.home, 'held-events'), log: pino({ level: 'silent' }) });
-  await held.keep({ connector: 'chat', externalId: 'kept-before', kind: 'message', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2', name: 'Ana' }, text: 'first, kept' });
+  for (const n of [1, 2, 3]) {
+    await held.keep({ connector: 'chat', externalId: `kept-before-${n}`, kind: 'message', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2', name: 'Ana' }, text: `kept ${n}` });
+    await new Promise((r) => setTimeout(r, 10));
+  }
   // The process that starts now: its connector brings u2's next event as soon as it starts.
   const chat = createRecordingConnector('chat');
   const start = chat.start.bind(chat);
+  let brought: Promise<unknown> | undefined;
   chat.start = async (onInbound, keeper) => {
     await start(onInbound, keeper);
-    await chat.inject({ externalId: 'came-at-start', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2', name: 'Ana' }, text: 'second, new' });
+    brought = chat.inject({ externalId: 'came-at-start', chat: { id: 'u2', type: 'dm' }, sender: { id: 'u2', name: 'Ana' }, text: 'second, new' });
   };
   await h.startPeer({ connectors: () => [chat], remoteConnectors: [] });
+  await brought;
   await until(async () => (await fs.readdir(path.join(h.home, 'held-events'))).length === 0, 'the kept event stored');
   const stored = await h.query<{ text: string }>(sql`select content->>'content' as text from messages where conversation_id = 'testy:chat:u2' and role = 'user' order by id`);
-  expect(stored.map((m) => m.text)).toEqual([expect.stringContaining('first, kept'), expect.stringContaining('second, new')]);
+  expect(stored.map((m) => m.text)).toEqual(['kept 1', 'kept 2', 'kept 3', 'second, new'].map((text) => expect.stringContaining(text)));
 });
