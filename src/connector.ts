@@ -127,6 +127,17 @@ export interface EventKeeper {
   keep(event: InboundEvent): Promise<() => Promise<void>>;
 }
 
+/**
+ * What the database knows of a connector's past events, for one whose platform does not deliver again what was sent
+ * while no process of it was connected (Discord's gateway): it looks, when it connects, for what it missed.
+ */
+export interface InboundHistory {
+  /** When an event of this connector was last stored, by any process; undefined when none is on record. */
+  lastStoredAt(): Promise<Date | undefined>;
+  /** The chats (and threads) of this connector with a conversation active since `since`, the most recent first. */
+  recentChats(since: Date, limit: number): Promise<{ chat: string; thread?: string }[]>;
+}
+
 export interface Button {
   label: string;
   /** The payload a click carries back (`q:<question id>:<choice id>`); connectors enforce their platform's limit. */
@@ -185,8 +196,11 @@ export interface Connector {
   webhook?: { path: string; handle(request: Request): Promise<Response> };
   /** Set when only one process at a time may receive this connector's events (see ExclusiveReceiver). */
   exclusive?: ExclusiveReceiver;
-  /** `keeper`: for events acknowledged before `onInbound` resolves (see EventKeeper). */
-  start(onInbound: InboundHandler, keeper?: EventKeeper): Promise<void>;
+  /**
+   * `keeper`: for events acknowledged before `onInbound` resolves (see EventKeeper). `history`: for a connector that
+   * looks for what it missed while disconnected (see InboundHistory).
+   */
+  start(onInbound: InboundHandler, keeper?: EventKeeper, history?: InboundHistory): Promise<void>;
   stop(): Promise<void>;
   send(message: OutboundMessage): Promise<SentMessage>;
   /**

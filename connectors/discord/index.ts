@@ -13,7 +13,7 @@ import {
   type User,
 } from 'discord.js';
 import type { Logger } from 'pino';
-import { PlatformError, type Connector, type ConnectorStatus, type EventKeeper, type InboundEvent, type InboundHandler } from '#src/connector.ts';
+import { PlatformError, type Connector, type ConnectorStatus, type EventKeeper, type InboundEvent, type InboundHandler, type InboundHistory } from '#src/connector.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { exclusiveReceiver } from '../shared/exclusive.ts';
 import { keepConnecting as reconnect } from '../shared/reconnect.ts';
@@ -24,6 +24,7 @@ import { TEXT_LIMIT } from './format.ts';
 import { intentBits, MESSAGE_CONTENT_REFUSED } from './intents.ts';
 import { normalizeClick, normalizeMessage, normalizeReaction, type BotIdentity } from './normalize.ts';
 import { createDiscordSending } from './send.ts';
+import { createCatchUp } from './catch-up.ts';
 import { storeInOrder } from './store.ts';
 
 export interface DiscordOptions {
@@ -57,6 +58,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
   const queue = storeInOrder({ log, signal: stopper.signal, keep: async (event) => keeper?.keep(event) });
   /** Channel ids seen in events: a send to one of them needs no lookup. */
   const channels = new Set<string>();
+  let history: InboundHistory | undefined;
 
   const rest = () => {
     if (!client) throw new PlatformError({ platform: 'discord', method: 'rest', retryable: true, message: 'not connected yet' });
@@ -72,6 +74,10 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       partials: [Partials.Channel, Partials.Message, Partials.Reaction],
       ...(api ? { rest: { api } } : {}),
       allowedMentions: { parse: ['users'], repliedUser: true },
+    });
+    // A new session (not a resume) knows nothing of what was posted before it: read back first (see catch-up.ts).
+    next.on(Events.Raw, (packet: { t?: string; d?: { user?: BotIdentity } }) => {
+      if (packet.t === 'READY' && packet.d?.user) catchUp({ id: packet.d.user.id, username: packet.d.user.username });
     });
     next.on(Events.MessageCreate, (message) => onMessage(message, 'message'));
     next.on(Events.MessageUpdate, (_old, message) => onMessage(message, 'edit'));
@@ -132,6 +138,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
   }
 
   const handle = (event: InboundEvent) => handler!(event);
+  const catchUp = createCatchUp({ client: () => client, history: () => history, queue, handle, seen: (id) => channels.add(id), log });
 
   /**
    * A click is acknowledged first (deferUpdate: Discord waits 3 s at most), then resolved; what the core says about
@@ -208,9 +215,10 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       ackDeadlineMs: 3000,
     },
 
-    async start(onInbound, eventKeeper) {
+    async start(onInbound, eventKeeper, inboundHistory) {
       handler = onInbound;
       keeper = eventKeeper;
+      history = inboundHistory;
       try {
         await connect();
       } catch (err) {

@@ -57,24 +57,56 @@ export function storeInOrder(options: {
     }
   }
 
+  /** Adds held back while a pause lasts (see pause), in the order they came. */
+  let held: (() => void)[] | undefined;
+  let pauses = 0;
+
+  function addNow(key: string, read: () => Promise<InboundEvent | InboundEvent[] | undefined>, handle: (event: InboundEvent) => Promise<IngressResult>) {
+    const previous = chains.get(key) ?? Promise.resolve();
+    const next = previous.then(async () => {
+      let events: InboundEvent | InboundEvent[] | undefined;
+      try {
+        events = await read();
+      } catch (err) {
+        options.log.warn({ err }, 'a Discord event could not be read; skipped');
+        return;
+      }
+      for (const event of Array.isArray(events) ? events : events ? [events] : []) await store(event, handle);
+    });
+    chains.set(key, next);
+    void next.finally(() => {
+      if (chains.get(key) === next) chains.delete(key);
+    });
+  }
+
   return {
-    /** Reads the event (`read` may fetch what the gateway left out) and stores it after the channel's earlier ones. */
-    add(key: string, read: () => Promise<InboundEvent | undefined>, handle: (event: InboundEvent) => Promise<IngressResult>) {
-      const previous = chains.get(key) ?? Promise.resolve();
-      const next = previous.then(async () => {
-        let event: InboundEvent | undefined;
-        try {
-          event = await read();
-        } catch (err) {
-          options.log.warn({ err }, 'a Discord event could not be read; skipped');
-          return;
-        }
-        if (event) await store(event, handle);
-      });
-      chains.set(key, next);
-      void next.finally(() => {
-        if (chains.get(key) === next) chains.delete(key);
-      });
+    /**
+     * Reads the event (`read` may fetch what the gateway left out; several events are stored in their order) and
+     * stores it after the channel's earlier ones.
+     */
+    add(key: string, read: () => Promise<InboundEvent | InboundEvent[] | undefined>, handle: (event: InboundEvent) => Promise<IngressResult>) {
+      if (held) held.push(() => addNow(key, read, handle));
+      else addNow(key, read, handle);
+    },
+    /**
+     * Holds every add back until the returned function is called, when they go in the order they came. Meanwhile
+     * `ahead` adds what must be stored before them (what was missed while disconnected, found once connected again).
+     */
+    pause(): { ahead: typeof addNow; resume: () => void } {
+      held ??= [];
+      pauses++;
+      let resumed = false;
+      return {
+        ahead: addNow,
+        resume() {
+          if (resumed) return;
+          resumed = true;
+          if (--pauses > 0) return;
+          const waiting = held ?? [];
+          held = undefined;
+          for (const add of waiting) add();
+        },
+      };
     },
     /** Waits (up to `timeoutMs`) for the events being stored. */
     async drain(timeoutMs: number) {

@@ -28,8 +28,11 @@ export interface DiscordHarness {
   /** The conversation of a channel (by name or id) or a person's DM, and a thread under it. */
   conversation(where: { dm: string } | { channel: string; thread?: string }): string;
   query<T>(statement: SQL): Promise<T[]>;
-  /** A new connector in place of the running one, as a restarted process would have. */
-  restartConnector(): Promise<void>;
+  /**
+   * A new connector in place of the running one, as a restarted process would have; `meanwhile` runs while neither
+   * is connected (the old one's session ended).
+   */
+  restartConnector(meanwhile?: () => unknown): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -77,14 +80,14 @@ export async function startDiscordHarness(
   const log = pino({ level: 'warn' }, { write: (line: string) => void logs.push(line) });
   const make = () => createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, messageContent: true, log, ...options.connector });
   let inner = make();
-  let handler: Parameters<Connector['start']>[0];
+  let started: Parameters<Connector['start']>;
   // The app holds this one; a restart swaps the connector behind it.
   const connector: Connector = {
     id: 'discord',
     get capabilities() {
       return inner.capabilities;
     },
-    start: (h) => ((handler = h), inner.start(h)),
+    start: (...args) => ((started = args), inner.start(...args)),
     stop: () => inner.stop(),
     send: (m) => inner.send(m),
     edit: (...a) => inner.edit!(...a),
@@ -108,10 +111,11 @@ export async function startDiscordHarness(
       return chatConversationId(PERSONA, 'discord', fake.channel(where.channel).id, where.thread && fake.channel(where.thread).id);
     },
     query: async <T>(statement: SQL) => (await app.database.db.execute(statement)) as unknown as T[],
-    async restartConnector() {
+    async restartConnector(meanwhile) {
       await inner.stop();
+      await meanwhile?.();
       inner = make();
-      await inner.start(handler);
+      await inner.start(...started);
     },
     async stop() {
       await app.stop();

@@ -41,7 +41,8 @@ export interface FaultReport {
   /** Of those, posts in a group that mention the bot. */
   mentions: Record<PlatformName, number>;
   accepted: number;
-  notAccepted: number;
+  /** Messages the platform's connection never took (Discord: posted while no session read them, and never read back). */
+  notAccepted: Record<PlatformName, number>;
   clicks: number;
   reminders: number;
   kills: number;
@@ -425,7 +426,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     sent: { telegram: 0, discord: 0, slack: 0 },
     mentions: { telegram: 0, discord: 0, slack: 0 },
     accepted: 0,
-    notAccepted: 0,
+    notAccepted: { telegram: 0, discord: 0, slack: 0 },
     clicks,
     reminders: 0,
     kills,
@@ -486,7 +487,7 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
     const accepted =
       s.platform === 'telegram' ? true : s.platform === 'slack' ? s.accepted === true || [...inbound].some((k) => k.startsWith('slack:') && k.includes(s.ref)) : inboundHas(inbound, s);
     if (!accepted) {
-      report.notAccepted++;
+      report.notAccepted[s.platform]++;
       continue;
     }
     report.accepted++;
@@ -614,7 +615,7 @@ export function formatReport(r: FaultReport): string {
   const mb = (b: number) => `${(b / 1024 / 1024).toFixed(0)} MB`;
   const lines = [
     `Fault run: ${r.seconds} s`,
-    `  messages sent: ${r.sent.telegram + r.sent.discord + r.sent.slack} (Telegram ${r.sent.telegram}, Discord ${r.sent.discord}, Slack ${r.sent.slack}; mentions in a group ${r.mentions.telegram}/${r.mentions.discord}/${r.mentions.slack}); accepted ${r.accepted}, not taken by the platform's connection ${r.notAccepted}`,
+    `  messages sent: ${r.sent.telegram + r.sent.discord + r.sent.slack} (Telegram ${r.sent.telegram}, Discord ${r.sent.discord}, Slack ${r.sent.slack}; mentions in a group ${r.mentions.telegram}/${r.mentions.discord}/${r.mentions.slack}); accepted ${r.accepted}, not taken by the platform's connection ${r.notAccepted.telegram + r.notAccepted.discord + r.notAccepted.slack} (Telegram ${r.notAccepted.telegram}, Discord ${r.notAccepted.discord}, Slack ${r.notAccepted.slack})`,
     `  approvals: ${r.clicks} clicks; allowed ${r.approvals.allowed}, denied ${r.approvals.denied}, expired ${r.approvals.expired}; reminders set ${r.reminders}, fired ${r.remindersFired}`,
     `  kills (SIGKILL): ${r.kills}; processes stopped (SIGSTOP) past the hung period: ${r.stops}, of which exited fenced when resumed: ${r.fencedExits}; ` +
       `Postgres restarts: ${r.postgresRestarts}; exits nobody caused: ${r.crashes}`,

@@ -206,6 +206,19 @@ export function startGateway(options: GatewayOptions) {
         session.socket!.terminate();
       }
     },
+    /**
+     * Drops every connection, as `disconnect` does, and lets every session go (Discord held it too long): what it held
+     * for them is gone, and a resume is refused (op 9), so the client identifies again.
+     */
+    dropSessions() {
+      for (const session of live()) {
+        if (session.socket) {
+          sockets.get(session.socket)!.closed = { by: 'server', code: 1006 };
+          session.socket.terminate();
+        }
+        sessions.delete(session.id);
+      }
+    },
     closeWith(code: number, reason?: string) {
       for (const session of attached()) closeSocket(session.socket!, code, reason);
     },

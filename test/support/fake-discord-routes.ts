@@ -258,11 +258,12 @@ export function createRoutes(ctx: RouteContext): Route[] {
         const limit = Math.min(100, Number(req.query.get('limit') ?? 50));
         const before = req.query.get('before');
         const after = req.query.get('after');
-        const list = [...world.messages.values()]
+        const newestFirst = [...world.messages.values()]
           .filter((m) => liveMessage(channel, m.id))
           .filter((m) => (!before || BigInt(m.id) < BigInt(before)) && (!after || BigInt(m.id) > BigInt(after)))
-          .sort((a, b) => (BigInt(b.id) > BigInt(a.id) ? 1 : -1))
-          .slice(0, limit);
+          .sort((a, b) => (BigInt(b.id) > BigInt(a.id) ? 1 : -1));
+        // As Discord: `after` pages forward (the messages right after it), the rest back from the newest; newest first.
+        const list = after && !before ? newestFirst.slice(-limit) : newestFirst.slice(0, limit);
         return json(200, list.map(render));
       },
     },

@@ -136,6 +136,8 @@ export interface FakeDiscord {
   closeWith(code: number, reason?: string): void;
   requestReconnect(): void;
   invalidateSession(resumable: boolean): void;
+  /** Drops every connection and lets every session go: what Discord held for them is gone, and a resume is refused. */
+  dropSessions(): void;
   sendDm(message: PersonMessage): ApiMessage;
   sendGuildMessage(message: GuildMessage): ApiMessage;
   /** Dispatches a button (or select) click; resolves with the bot's callback, rejects if none comes in time. Throws
@@ -283,6 +285,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
     closeWith: gateway.closeWith,
     requestReconnect: gateway.requestReconnect,
     invalidateSession: gateway.invalidateSession,
+    dropSessions: gateway.dropSessions,
 
     sendDm(m) {
       const channel = world.dmChannel(world.user(m.from).id);

@@ -1,0 +1,112 @@
+// What was posted while no gateway session of this bot was connected: Discord keeps no events for a session that
+// ended (a process killed, stopped or restarted; a session it would not let resume), so a new session begins with
+// nothing of the gap. When a session starts (READY, not a resume), the chats with a recent conversation are read back
+// through REST from a little before the newest event the database stored, and what people posted there is stored in
+// order, before what the new session brings of the same chat (the core drops what it has already).
+import { Events, SnowflakeUtil, type Client, type Message } from 'discord.js';
+import type { Logger } from 'pino';
+import type { InboundEvent, InboundHistory, IngressResult } from '#src/connector.ts';
+import { settledWithin, STALLED } from '#src/retry.ts';
+import { normalizeMessage, type BotIdentity } from './normalize.ts';
+import type { storeInOrder } from './store.ts';
+
+/** How far back a session looks for what it missed at most: as long as Telegram keeps an update for a bot. */
+export const CATCH_UP_WINDOW_MS = 24 * 3600_000;
+/** Before the newest stored event: when the connection was really lost is not known, only that it was after it. */
+export const CATCH_UP_MARGIN_MS = 60_000;
+/** The chats looked at: those with a conversation active within a week, the most recent first, this many at most. */
+const CHATS_ACTIVE_MS = 7 * 24 * 3600_000;
+const CHATS_AT_MOST = 100;
+/** Pages of messages read per chat at most (Discord gives 100 a page). */
+const PAGES_AT_MOST = 5;
+const PAGE = 100;
+/** How long what the new session brings waits for the list of chats (a database that does not answer). */
+const LIST_WAIT_MS = 5000;
+
+export function createCatchUp(deps: {
+  client: () => Client | undefined;
+  history: () => InboundHistory | undefined;
+  queue: ReturnType<typeof storeInOrder>;
+  handle: (event: InboundEvent) => Promise<IngressResult>;
+  /** A channel whose events are stored (a send to it needs no lookup). */
+  seen: (channelId: string) => void;
+  log: Logger;
+}) {
+  const { queue, log } = deps;
+
+  /** Reads back the messages of one channel posted after `after` (a snowflake), oldest first; not the bot's own. */
+  async function missedIn(client: Client, channelId: string, after: string, bot: BotIdentity): Promise<InboundEvent[]> {
+    const channel = await client.channels.fetch(channelId);
+    if (!channel?.isTextBased()) return [];
+    const found: Message[] = [];
+    let cursor = after;
+    for (let page = 1; ; page++) {
+      const batch = [...(await channel.messages.fetch({ after: cursor, limit: PAGE, cache: false })).values()].sort((a, b) =>
+        BigInt(a.id) < BigInt(b.id) ? -1 : 1,
+      );
+      found.push(...batch);
+      if (batch.length < PAGE) break;
+      if (page === PAGES_AT_MOST) {
+        log.warn({ channel: channelId, read: found.length }, 'more was posted in a Discord chat while disconnected than is read back; the rest is not answered');
+        break;
+      }
+      cursor = batch.at(-1)!.id;
+    }
+    return found.filter((m) => m.author.id !== bot.id).flatMap((m) => normalizeMessage(m, bot, 'message') ?? []);
+  }
+
+  /**
+   * A new session is starting (its READY, before discord.js hands over anything it brings): what it brings waits
+   * until the chats to read back are queued ahead of it; they are read once discord.js has the session's guilds.
+   */
+  return function sessionStarted(bot: BotIdentity): void {
+    const client = deps.client();
+    const history = deps.history();
+    if (!history || !client) return;
+    const pause = queue.pause();
+    const ready = new Promise<void>((resolve) => client.once(Events.ShardReady, () => resolve()));
+    const plan = async () => {
+      const last = await history.lastStoredAt();
+      // Nothing ever stored: a new bot, with nothing to have missed.
+      if (!last) return undefined;
+      const since = new Date(Math.max(last.getTime() - CATCH_UP_MARGIN_MS, Date.now() - CATCH_UP_WINDOW_MS));
+      return { since, chats: await history.recentChats(new Date(Date.now() - CHATS_ACTIVE_MS), CHATS_AT_MOST) };
+    };
+    void (async () => {
+      try {
+        const planned = await settledWithin(plan(), LIST_WAIT_MS);
+        if (planned === STALLED) {
+          log.warn('the chats to read back for what was missed while disconnected could not be listed in time; nothing is read back');
+          return;
+        }
+        if (!planned || planned.chats.length === 0) return;
+        const after = SnowflakeUtil.generate({ timestamp: planned.since }).toString();
+        log.info({ chats: planned.chats.length, since: planned.since.toISOString() }, 'reading back what Discord chats got while disconnected');
+        for (const { chat, thread } of planned.chats) {
+          const channelId = thread ?? chat;
+          deps.seen(channelId);
+          pause.ahead(
+            channelId,
+            async () => {
+              await ready;
+              const events = await missedIn(client, channelId, after, bot).catch((err: unknown) => {
+                log.warn({ err, channel: channelId }, 'a Discord chat could not be read back for what was missed while disconnected');
+                return [];
+              });
+              return events;
+            },
+            async (event) => {
+              const result = await deps.handle(event);
+              if (result.status !== 'duplicate' && result.status !== 'ignored') log.info({ channel: channelId, event: event.externalId }, 'a message posted while disconnected, read back');
+              return result;
+            },
+          );
+        }
+      } catch (err) {
+        log.warn({ err }, 'the chats to read back for what was missed while disconnected could not be listed; nothing is read back');
+      } finally {
+        pause.resume();
+      }
+    })();
+  };
+}

@@ -1,0 +1,162 @@
+// What people post on Discord while no gateway session of the bot is connected: Discord keeps nothing for a session
+// that ended, and a new one begins with nothing of the gap. The connector reads the recent chats back when a session
+// starts, and what it finds is answered once each, in the order it was posted, before what the new session brings.
+import { sql } from 'drizzle-orm';
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createDiscordConnector } from '../../connectors/discord/index.ts';
+import type { InboundEvent } from '../../src/connector.ts';
+import { startFakeDiscord, type GatewayFrame } from '../support/fake-discord.ts';
+import { until } from '../support/until.ts';
+import { startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
+
+let h: DiscordHarness;
+beforeAll(async () => {
+  h = await startDiscordHarness();
+});
+afterAll(async () => {
+  await h?.stop();
+});
+beforeEach(() => {
+  h.llm.reset();
+});
+
+const botTexts = (channel: string) => h.fake.messages(channel).map((m) => m.content);
+const dm = (person: string) => h.fake.dmChannel(person);
+const identifies = () => h.fake.frames.filter((f) => f.direction === 'in' && f.op === 2).length;
+/** The texts people wrote in a conversation, in the order they were stored. */
+async function storedTexts(conversation: string): Promise<string[]> {
+  const rows = await h.query<{ content: { content: unknown } }>(
+    sql`select content from messages where conversation_id = ${conversation} and role = 'user' order by id`,
+  );
+  return rows.map((r) => JSON.stringify(r.content.content));
+}
+/** Each of `texts` appears once in `stored`, in this order. */
+function inOrder(stored: string[], texts: string[]) {
+  const at = texts.map((t) => stored.findIndex((s) => s.includes(t)));
+  for (const t of texts) expect(stored.filter((s) => s.includes(t)), t).toHaveLength(1);
+  expect(at).toEqual([...at].sort((a, b) => a - b));
+}
+async function talk(person: string, text: string) {
+  h.fake.sendDm({ from: person, content: text });
+  await until(() => botTexts(dm(person)).includes(`echo: ${text}`), `the answer to ${text}`);
+  await h.app.waitForIdle(h.conversation({ dm: person }));
+}
+
+describe('Discord: what was posted while disconnected', () => {
+  it('is read back when the next process connects: stored once each and in order, before what its session brings, and answered', async () => {
+    const mention = `<@${h.fake.bot.id}>`;
+    await talk('ana', 'hello');
+    h.fake.sendGuildMessage({ channel: 'team', from: 'bo', content: `${mention} earlier` });
+    // In a channel, the model reads who wrote: the answer ends with the text.
+    await until(() => botTexts('team').some((t) => t.endsWith('] earlier')), 'the answer in #team');
+    await h.app.waitForIdle(h.conversation({ channel: 'team' }));
+    const answeredBefore = h.llm.requests.length;
+
+    // As soon as Discord has said READY to the new process's session, Ana writes again.
+    const push = h.fake.frames.push.bind(h.fake.frames);
+    let live = false;
+    h.fake.frames.push = (...frames: GatewayFrame[]) => {
+      const n = push(...frames);
+      if (!live && frames.some((f) => f.direction === 'out' && f.t === 'READY')) {
+        live = true;
+        h.fake.sendDm({ from: 'ana', content: 'live after the restart' });
+      }
+      return n;
+    };
+    try {
+      await h.restartConnector(() => {
+        // The old session ended with its process: these reach no session.
+        expect(h.fake.sessions()).toEqual([]);
+        h.fake.sendDm({ from: 'ana', content: 'first while down' });
+        h.fake.sendDm({ from: 'ana', content: 'second while down' });
+        h.fake.sendGuildMessage({ channel: 'team', from: 'bo', content: `${mention} third while down` });
+        h.fake.sendGuildMessage({ channel: 'team', from: 'bo', content: 'not for the bot' });
+      });
+    } finally {
+      h.fake.frames.push = push;
+    }
+    expect(live).toBe(true);
+
+    const ana = h.conversation({ dm: 'ana' });
+    const team = h.conversation({ channel: 'team' });
+    await until(async () => (await storedTexts(ana)).some((t) => t.includes('live after the restart')), 'the live DM stored');
+    await until(() => botTexts('team').some((t) => t.endsWith('] third while down')), 'the mention posted while down answered');
+    await until(() => botTexts(dm('ana')).includes('echo: live after the restart'), 'the DMs answered');
+    await h.app.waitForIdle(ana);
+    await h.app.waitForIdle(team);
+
+    inOrder(await storedTexts(ana), ['hello', 'first while down', 'second while down', 'live after the restart']);
+    inOrder(await storedTexts(team), ['earlier', 'third while down']);
+    // Read back with the rest, but not for the bot in a channel where it answers mentions only.
+    expect((await storedTexts(team)).some((t) => t.includes('not for the bot'))).toBe(false);
+    // What was stored before the gap, read back too, is not answered again; each message is one event.
+    const asked = h.llm.requests.slice(answeredBefore).map((r) => r.lastUserText);
+    expect(asked.filter((t) => t === 'hello' || t.endsWith('] earlier'))).toEqual([]);
+    expect(botTexts(dm('ana')).filter((t) => t === 'echo: hello')).toHaveLength(1);
+    expect(botTexts('team').filter((t) => t.endsWith('] earlier'))).toHaveLength(1);
+    const stored = await storedEvents(h);
+    expect(stored.length).toBe(new Set(stored).size);
+    // Each message posted while down was read by a turn.
+    const unread = await h.query<{ n: number }>(sql`select count(*)::int as n from messages where conversation_id in (${ana}, ${team}) and turn_id is null`);
+    expect(unread[0].n).toBe(0);
+  });
+
+  it('is read back after a session Discord would not let resume, in a running process', async () => {
+    await talk('bo', 'before the lost session');
+    const before = identifies();
+    // The connection drops, and Discord lets the session go before the bot is back: the DM reaches no session.
+    h.fake.dropSessions();
+    h.fake.sendDm({ from: 'bo', content: 'while the session was lost' });
+    await until(() => botTexts(dm('bo')).includes('echo: while the session was lost'), 'the answer to the DM posted while the session was lost', 20_000);
+    expect(identifies()).toBe(before + 1);
+    await h.app.waitForIdle(h.conversation({ dm: 'bo' }));
+    inOrder(await storedTexts(h.conversation({ dm: 'bo' })), ['before the lost session', 'while the session was lost']);
+  });
+});
+
+describe('Discord: reading back, when the database does not answer', () => {
+  it('lets what the new session brings through after a while, and reads nothing back', async () => {
+    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
+    const lines: string[] = [];
+    const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
+    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log });
+    const got: InboundEvent[] = [];
+    const startedAt = Date.now();
+    try {
+      await connector.start(
+        async (event) => (got.push(event), { status: 'queued' }),
+        undefined,
+        { lastStoredAt: () => new Promise(() => {}), recentChats: async () => [] },
+      );
+      fake.sendDm({ from: 'cara', content: 'anyone?' });
+      await until(() => got.length === 1, 'the DM handed over', 15_000);
+      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(4500);
+      expect(got[0].text).toBe('anyone?');
+      expect(lines.join('\n')).toContain('could not be listed in time');
+    } finally {
+      await connector.stop();
+      await fake.close();
+    }
+  });
+
+  it('reads nothing back for a bot that never stored an event', async () => {
+    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
+    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log: pino({ level: 'silent' }) });
+    const listed: Date[] = [];
+    try {
+      await connector.start(async () => ({ status: 'queued' }), undefined, {
+        lastStoredAt: async () => undefined,
+        recentChats: async (since) => (listed.push(since), []),
+      });
+      fake.sendDm({ from: 'cara', content: 'first ever' });
+      await until(() => fake.callsOf('GET /channels/:id/messages').length === 0 && fake.sessions().length === 1, 'connected');
+      await new Promise((r) => setTimeout(r, 300));
+      expect(listed).toEqual([]);
+      expect(fake.callsOf('GET /channels/:id/messages')).toEqual([]);
+    } finally {
+      await connector.stop();
+      await fake.close();
+    }
+  });
+});
