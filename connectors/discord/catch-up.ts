@@ -20,6 +20,8 @@ const CHATS_AT_MOST = 100;
 /** Pages of messages read per chat at most (Discord gives 100 a page). */
 const PAGES_AT_MOST = 5;
 const PAGE = 100;
+/** How long the chats read back wait for the session's guilds at most (discord.js waits 15 s for them). */
+const GUILDS_WAIT_MS = 20_000;
 /** How long what the new session brings waits for the list of chats (a database that does not answer). */
 const LIST_WAIT_MS = 5000;
 
@@ -64,7 +66,19 @@ export function createCatchUp(deps: {
     const history = deps.history();
     if (!history || !client) return;
     const pause = queue.pause();
-    const ready = new Promise<void>((resolve) => client.once(Events.ShardReady, () => resolve()));
+    // The session's guilds are in discord.js's cache (a guild channel is fetched through it); a session that resumed
+    // before they all came, or never gets them, does not hold its chats up for longer than discord.js would wait.
+    const ready = new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        client.off(Events.ShardReady, done);
+        client.off(Events.ShardResume, done);
+        resolve();
+      };
+      const timer = setTimeout(done, GUILDS_WAIT_MS);
+      client.once(Events.ShardReady, done);
+      client.once(Events.ShardResume, done);
+    });
     const plan = async () => {
       const last = await history.lastStoredAt();
       // Nothing ever stored: a new bot, with nothing to have missed.
