@@ -59,8 +59,8 @@ export function createDelivery(deps: {
   /** How long after seeing a sender gone it is looked for again before its message is taken over. */
   livenessRecheckMs?: number;
   /**
-   * Awaited before each attempt at a send (see ProcessBeat.beforeAct): a process stopped between two tries of a send,
-   * and fenced meanwhile (the row is another process's now), tries no more.
+   * Awaited before each attempt at a send and before "typing…" (see ProcessBeat.beforeAct): a process stopped between
+   * two tries of a send, and fenced meanwhile (the row is another process's now), tries no more.
    */
   beforeAct?: () => Promise<void>;
 }): Delivery {
@@ -241,7 +241,10 @@ export function createDelivery(deps: {
 
   async function showTyping(target: { connector: string; chat: string; thread?: string }) {
     const connector = localConnector(target.connector, target.chat);
-    if (connector?.typing && connector.capabilities.typing) await connector.typing(target.chat, target.thread);
+    if (!connector?.typing || !connector.capabilities.typing) return;
+    // Like a send: a process back from a long stop, fenced meanwhile, shows nothing before it learns so and exits.
+    await deps.beforeAct?.();
+    await connector.typing(target.chat, target.thread);
   }
 
   return {

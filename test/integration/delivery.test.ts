@@ -154,6 +154,27 @@ describe('maintenance', () => {
 });
 
 describe('a send of a process that may have been fenced', () => {
+  it('waits for beforeAct before "typing…": a fenced process shows nothing', async () => {
+    const connector = createRecordingConnector('held', { typing: true });
+    const waiting: (() => void)[] = [];
+    const delivery = createDelivery({
+      db: h.app.database.db,
+      sql: h.app.database.sql,
+      session: h.app.database.applicationName,
+      connectors: new Map([['held', connector]]),
+      knownConnectors: () => ['held'],
+      log: pino({ level: 'silent' }),
+      beforeAct: () => new Promise<void>((resolve) => waiting.push(resolve)),
+    });
+    const shown = delivery.typing({ connector: 'held', chat: 'u9' });
+    await until(() => waiting.length === 1, 'typing to ask');
+    await new Promise((r) => setTimeout(r, 100));
+    expect(connector.typings).toEqual([]);
+    waiting[0]();
+    await shown;
+    expect(connector.typings).toEqual([{ chat: 'u9' }]);
+  });
+
   it('waits for beforeAct before each attempt: a process fenced between two tries of a send tries no more', async () => {
     const connector = createRecordingConnector('held');
     connector.failNext(1, new PlatformError({ platform: 'held', method: 'send', status: 502, message: 'bad gateway' }));
@@ -183,4 +204,5 @@ describe('a send of a process that may have been fenced', () => {
     expect(connector.sent).toEqual([]);
     expect(waiting).toHaveLength(1);
   });
+
 });
