@@ -30,7 +30,7 @@ import type { HttpServer } from '#src/http/server.ts';
 import { createQuestions, type Questions } from '#src/questions/service.ts';
 import { ConfigError } from '#src/config/errors.ts';
 import { createExclusiveLocks } from '#src/db/exclusive-locks.ts';
-import { createInboundHistory } from '#src/db/inbound-history.ts';
+import { configuredFor, createInboundHistory } from '#src/db/inbound-history.ts';
 import { ToolCatalog } from '#src/tools/catalog.ts';
 import { createCustomToolProvider } from '#src/tools/custom/provider.ts';
 import { createMcpToolProvider } from '#src/mcp/index.ts';
@@ -385,7 +385,7 @@ export async function startApp(options: AppOptions): Promise<App> {
       await connector.start(async (event) => {
         await afterReplay;
         return ingress.handle(event);
-      }, held, createInboundHistory(database.db, connector.id));
+      }, held, createInboundHistory(database.db, connector.id, () => configuredFor(personas, connector.id)));
       cleanups.push(() => connector.stop());
       log.info({ connector: connector.id }, 'connector started');
     }

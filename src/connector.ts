@@ -136,6 +136,11 @@ export interface InboundHistory {
   lastStoredAt(): Promise<Date | undefined>;
   /** The chats (and threads) of this connector with a conversation active since `since`, the most recent first. */
   recentChats(since: Date, limit: number): Promise<{ chat: string; thread?: string }[]>;
+  /**
+   * Where the personas are configured to hear people on this connector, conversation or not: their chats, and the
+   * platform ids of the people who may write to them directly.
+   */
+  configured(): { chats: { chat: string; thread?: string }[]; people: string[] };
 }
 
 export interface Button {

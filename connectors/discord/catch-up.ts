@@ -14,9 +14,15 @@ import type { storeInOrder } from './store.ts';
 export const CATCH_UP_WINDOW_MS = 24 * 3600_000;
 /** Before the newest stored event: when the connection was really lost is not known, only that it was after it. */
 export const CATCH_UP_MARGIN_MS = 60_000;
-/** The chats looked at: those with a conversation active within a week, the most recent first, this many at most. */
+/**
+ * The chats looked at: those with a conversation active within a week (the most recent first, this many at most),
+ * the personas' channels, and the DMs of the people who may write to them (this many at most).
+ */
 const CHATS_ACTIVE_MS = 7 * 24 * 3600_000;
 const CHATS_AT_MOST = 100;
+const PEOPLE_AT_MOST = 50;
+/** How long the people's DM channels are waited for (part of LIST_WAIT_MS). */
+const DMS_WAIT_MS = 3000;
 /** Pages of messages read per chat at most (Discord gives 100 a page). */
 const PAGES_AT_MOST = 5;
 const PAGE = 100;
@@ -84,7 +90,26 @@ export function createCatchUp(deps: {
       // Nothing ever stored: a new bot, with nothing to have missed.
       if (!last) return undefined;
       const since = new Date(Math.max(last.getTime() - CATCH_UP_MARGIN_MS, Date.now() - CATCH_UP_WINDOW_MS));
-      return { since, chats: await history.recentChats(new Date(Date.now() - CHATS_ACTIVE_MS), CHATS_AT_MOST) };
+      const { chats: configured, people } = history.configured();
+      // The DMs of the people who may write, conversation or not (a first DM sent meanwhile): their channels asked of
+      // Discord (the same channel every time), each skipped when Discord does not say it in time.
+      const dms = await settledWithin(
+        Promise.all(
+          people.slice(0, PEOPLE_AT_MOST).map((id) =>
+            client.users.createDM(id).then(
+              (channel) => ({ chat: channel.id }),
+              (err: unknown) => (log.warn({ err, user: id }, 'the DM of a person who may write could not be opened to read it back'), undefined),
+            ),
+          ),
+        ),
+        DMS_WAIT_MS,
+      );
+      if (dms === STALLED) log.warn('the DMs of the people who may write were not opened in time; they are not read back');
+      const recent = await history.recentChats(new Date(Date.now() - CHATS_ACTIVE_MS), CHATS_AT_MOST);
+      const chats = new Map<string, { chat: string; thread?: string }>();
+      const opened: { chat: string; thread?: string }[] = dms === STALLED ? [] : dms.filter((d) => d !== undefined);
+      for (const c of [...recent, ...configured, ...opened]) if (!chats.has(c.thread ?? c.chat)) chats.set(c.thread ?? c.chat, c);
+      return { since, chats: [...chats.values()] };
     };
     void (async () => {
       try {

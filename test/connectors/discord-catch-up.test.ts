@@ -72,6 +72,10 @@ describe('Discord: what was posted while disconnected', () => {
         h.fake.sendDm({ from: 'ana', content: 'second while down' });
         h.fake.sendGuildMessage({ channel: 'team', from: 'bo', content: `${mention} third while down` });
         h.fake.sendGuildMessage({ channel: 'team', from: 'bo', content: 'not for the bot' });
+        // Bo's first DM ever, and a post in #open where the persona never spoke: chats with no conversation yet,
+        // read back because the persona is configured to hear them.
+        h.fake.sendDm({ from: 'bo', content: 'first DM, while down' });
+        h.fake.sendGuildMessage({ channel: 'open', from: 'ana', content: 'open channel, while down' });
       });
     } finally {
       h.fake.frames.push = push;
@@ -83,6 +87,8 @@ describe('Discord: what was posted while disconnected', () => {
     await until(async () => (await storedTexts(ana)).some((t) => t.includes('live after the restart')), 'the live DM stored');
     await until(() => botTexts('team').some((t) => t.endsWith('] third while down')), 'the mention posted while down answered');
     await until(() => botTexts(dm('ana')).includes('echo: live after the restart'), 'the DMs answered');
+    await until(() => botTexts(dm('bo')).includes('echo: first DM, while down'), 'the first DM posted while down answered');
+    await until(() => botTexts('open').some((t) => t.endsWith('] open channel, while down')), 'the post in #open answered');
     await h.app.waitForIdle(ana);
     await h.app.waitForIdle(team);
 
@@ -127,7 +133,7 @@ describe('Discord: reading back, when the database does not answer', () => {
       await connector.start(
         async (event) => (got.push(event), { status: 'queued' }),
         undefined,
-        { lastStoredAt: () => new Promise(() => {}), recentChats: async () => [] },
+        { lastStoredAt: () => new Promise(() => {}), recentChats: async () => [], configured: () => ({ chats: [], people: [] }) },
       );
       fake.sendDm({ from: 'cara', content: 'anyone?' });
       await until(() => got.length === 1, 'the DM handed over', 15_000);
@@ -148,12 +154,14 @@ describe('Discord: reading back, when the database does not answer', () => {
       await connector.start(async () => ({ status: 'queued' }), undefined, {
         lastStoredAt: async () => undefined,
         recentChats: async (since) => (listed.push(since), []),
+        configured: () => ({ chats: [], people: [fake.user('cara').id] }),
       });
       fake.sendDm({ from: 'cara', content: 'first ever' });
       await until(() => fake.callsOf('GET /channels/:id/messages').length === 0 && fake.sessions().length === 1, 'connected');
       await new Promise((r) => setTimeout(r, 300));
       expect(listed).toEqual([]);
       expect(fake.callsOf('GET /channels/:id/messages')).toEqual([]);
+      expect(fake.callsOf('POST /users/@me/channels')).toEqual([]);
     } finally {
       await connector.stop();
       await fake.close();

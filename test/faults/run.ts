@@ -26,5 +26,8 @@ const broken =
   report.outOfOrder.length +
   report.unapprovedRuns.length +
   report.internalText.length +
-  report.badStopExits.length;
+  report.badStopExits.length +
+  report.notAccepted.telegram +
+  report.notAccepted.discord +
+  report.notAccepted.slack;
 process.exit(broken ? 1 : 0);

@@ -2,7 +2,8 @@
 // stored, and its chats with a recent conversation, the most recent first.
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { createInboundHistory } from '../../src/db/inbound-history.ts';
+import type { Persona } from '../../src/config/persona.ts';
+import { configuredFor, createInboundHistory } from '../../src/db/inbound-history.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
 
 let t: TestDatabase;
@@ -17,7 +18,7 @@ const ago = (minutes: number) => new Date(Date.now() - minutes * 60_000).toISOSt
 
 it('names the last stored event of the connector, and its recent chats once each, the most recent first', async () => {
   const { db } = t.database;
-  const discord = createInboundHistory(db, 'discord');
+  const discord = createInboundHistory(db, 'discord', () => ({ chats: [], people: [] }));
   expect(await discord.lastStoredAt()).toBeUndefined();
   expect(await discord.recentChats(new Date(0), 10)).toEqual([]);
 
@@ -39,4 +40,21 @@ it('names the last stored event of the connector, and its recent chats once each
   expect(await discord.recentChats(week, 10)).toEqual([{ chat: 'dm1' }, { chat: 'ch', thread: 'th' }, { chat: 'ch' }]);
   expect(await discord.recentChats(week, 2)).toEqual([{ chat: 'dm1' }, { chat: 'ch', thread: 'th' }]);
   expect(await discord.recentChats(new Date(Date.now() - 15 * 60_000), 10)).toEqual([{ chat: 'dm1' }, { chat: 'ch', thread: 'th' }]);
+});
+
+it('names where the personas hear people on the connector by configuration: their channels once each, and who may DM them', () => {
+  const persona = (p: Partial<Persona>) => ({ channels: [], users: [], ...p }) as unknown as Persona;
+  const personas = [
+    persona({
+      users: ['discord:1', 'telegram:2', 'discord:3'],
+      channels: [
+        { connector: 'discord', chat: 'c1', mention: true },
+        { connector: 'discord', chat: 'c1', thread: 't1', mention: true },
+        { connector: 'slack', chat: 'C9', mention: true },
+      ],
+    }),
+    persona({ users: ['discord:3'], channels: [{ connector: 'discord', chat: 'c1', mention: false }] }),
+  ];
+  expect(configuredFor(personas, 'discord')).toEqual({ chats: [{ chat: 'c1' }, { chat: 'c1', thread: 't1' }], people: ['1', '3'] });
+  expect(configuredFor(personas, 'telegram')).toEqual({ chats: [], people: ['2'] });
 });
