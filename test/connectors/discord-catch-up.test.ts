@@ -6,9 +6,9 @@ import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDiscordConnector } from '../../connectors/discord/index.ts';
 import type { InboundEvent } from '../../src/connector.ts';
-import { startFakeDiscord, type GatewayFrame } from '../support/fake-discord.ts';
+import { startFakeDiscord } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
-import { startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
+import { atNextReady, startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
 
 let h: DiscordHarness;
 beforeAll(async () => {
@@ -54,16 +54,7 @@ describe('Discord: what was posted while disconnected', () => {
     const answeredBefore = h.llm.requests.length;
 
     // As soon as Discord has said READY to the new process's session, Ana writes again.
-    const push = h.fake.frames.push.bind(h.fake.frames);
-    let live = false;
-    h.fake.frames.push = (...frames: GatewayFrame[]) => {
-      const n = push(...frames);
-      if (!live && frames.some((f) => f.direction === 'out' && f.t === 'READY')) {
-        live = true;
-        h.fake.sendDm({ from: 'ana', content: 'live after the restart' });
-      }
-      return n;
-    };
+    const live = atNextReady(h.fake, () => h.fake.sendDm({ from: 'ana', content: 'live after the restart' }));
     try {
       await h.restartConnector(() => {
         // The old session ended with its process: these reach no session.
@@ -78,9 +69,9 @@ describe('Discord: what was posted while disconnected', () => {
         h.fake.sendGuildMessage({ channel: 'open', from: 'ana', content: 'open channel, while down' });
       });
     } finally {
-      h.fake.frames.push = push;
+      live.restore();
     }
-    expect(live).toBe(true);
+    expect(live.fired()).toBe(true);
 
     const ana = h.conversation({ dm: 'ana' });
     const team = h.conversation({ channel: 'team' });

@@ -13,9 +13,9 @@ import { MESSAGE_CONTENT_REFUSED } from '../../connectors/discord/intents.ts';
 import { ConfigError } from '../../src/config/errors.ts';
 import type { InboundEvent } from '../../src/connector.ts';
 import { createHeldEvents } from '../../src/ingress/held-events.ts';
-import { Intent, startFakeDiscord, type GatewayFrame } from '../support/fake-discord.ts';
+import { Intent, startFakeDiscord } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
-import { startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
+import { atNextReady, startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
 
 const silent = pino({ level: 'silent' });
 const getJson = async (url: string, headers: Record<string, string>) => (await fetch(url, { headers })).json();
@@ -98,23 +98,14 @@ describe('Discord gateway', () => {
   });
 
   it('a DM that comes while it connects (before discord.js is ready) is answered', async () => {
-    const push = h.fake.frames.push.bind(h.fake.frames);
-    let sent = false;
     // As soon as Discord has said READY to the new connection, Bo writes.
-    h.fake.frames.push = (...frames: GatewayFrame[]) => {
-      const n = push(...frames);
-      if (!sent && frames.some((f) => f.direction === 'out' && f.t === 'READY')) {
-        sent = true;
-        h.fake.sendDm({ from: 'bo', content: 'while you were connecting' });
-      }
-      return n;
-    };
+    const bo = atNextReady(h.fake, () => h.fake.sendDm({ from: 'bo', content: 'while you were connecting' }));
     try {
       await h.restartConnector();
     } finally {
-      h.fake.frames.push = push;
+      bo.restore();
     }
-    expect(sent).toBe(true);
+    expect(bo.fired()).toBe(true);
     await until(() => botTexts(h.fake.dmChannel('bo')).includes('echo: while you were connecting'), 'the answer');
     await h.app.waitForIdle(h.conversation({ dm: 'bo' }));
   });

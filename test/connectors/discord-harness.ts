@@ -10,7 +10,7 @@ import { parseSettings } from '../../src/config/env.ts';
 import type { Connector } from '../../src/connector.ts';
 import { chatConversationId } from '../../src/conversation-id.ts';
 import { createTestDatabase, type TestDatabase } from '../support/database.ts';
-import { startFakeDiscord, type FakeDiscord, type FakeDiscordOptions } from '../support/fake-discord.ts';
+import { startFakeDiscord, type FakeDiscord, type FakeDiscordOptions, type GatewayFrame } from '../support/fake-discord.ts';
 import { startFakeLlm, type FakeLlm } from '../support/fake-llm.ts';
 import { writePersonas } from '../support/harness.ts';
 
@@ -131,4 +131,22 @@ export async function startDiscordHarness(
 export async function storedEvents(h: DiscordHarness): Promise<string[]> {
   const rows = await h.query<{ external_id: string }>(sql`select external_id from inbound_events where connector = 'discord' order by external_id`);
   return rows.map((r) => r.external_id);
+}
+
+/**
+ * Runs `fn` once, right as Discord says READY to the next session that starts (before discord.js is ready): what
+ * a person posts at that moment. `fired` tells whether it ran; `restore` puts the fake back.
+ */
+export function atNextReady(fake: FakeDiscord, fn: () => void): { fired(): boolean; restore(): void } {
+  const push = fake.frames.push.bind(fake.frames);
+  let fired = false;
+  fake.frames.push = (...frames: GatewayFrame[]) => {
+    const n = push(...frames);
+    if (!fired && frames.some((f) => f.direction === 'out' && f.t === 'READY')) {
+      fired = true;
+      fn();
+    }
+    return n;
+  };
+  return { fired: () => fired, restore: () => void (fake.frames.push = push) };
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
-import { PlatformError } from '../../src/connector.ts';
+import { PlatformError, type Connector } from '../../src/connector.ts';
 import pino from 'pino';
 import { createDelivery } from '../../src/agent/delivery.ts';
 import { startHarness, type Harness } from '../support/harness.ts';
@@ -154,18 +154,22 @@ describe('maintenance', () => {
 });
 
 describe('a send of a process that may have been fenced', () => {
-  it('waits for beforeAct before "typing…": a fenced process shows nothing', async () => {
-    const connector = createRecordingConnector('held', { typing: true });
-    const waiting: (() => void)[] = [];
-    const delivery = createDelivery({
+  /** A delivery of its own through the connector `held`, waiting for `beforeAct` as a process's heartbeat has it. */
+  const heldDelivery = (connector: Connector, beforeAct: () => Promise<void>) =>
+    createDelivery({
       db: h.app.database.db,
       sql: h.app.database.sql,
       session: h.app.database.applicationName,
       connectors: new Map([['held', connector]]),
       knownConnectors: () => ['held'],
       log: pino({ level: 'silent' }),
-      beforeAct: () => new Promise<void>((resolve) => waiting.push(resolve)),
+      beforeAct,
     });
+
+  it('waits for beforeAct before "typing…": a fenced process shows nothing', async () => {
+    const connector = createRecordingConnector('held', { typing: true });
+    const waiting: (() => void)[] = [];
+    const delivery = heldDelivery(connector, () => new Promise<void>((resolve) => waiting.push(resolve)));
     const shown = delivery.typing({ connector: 'held', chat: 'u9' });
     await until(() => waiting.length === 1, 'typing to ask');
     await new Promise((r) => setTimeout(r, 100));
@@ -181,22 +185,14 @@ describe('a send of a process that may have been fenced', () => {
     let opened = true;
     let asked = 0;
     const waiting: (() => void)[] = [];
-    const delivery = createDelivery({
-      db: h.app.database.db,
-      sql: h.app.database.sql,
-      session: h.app.database.applicationName,
-      connectors: new Map([['held', connector]]),
-      knownConnectors: () => ['held'],
-      log: pino({ level: 'silent' }),
-      beforeAct: () => {
-        asked++;
-        // The first try goes; the process stops before the next, and is found fenced when it runs again.
-        if (opened) {
-          opened = false;
-          return Promise.resolve();
-        }
-        return new Promise<void>((resolve) => waiting.push(resolve));
-      },
+    const delivery = heldDelivery(connector, () => {
+      asked++;
+      // The first try goes; the process stops before the next, and is found fenced when it runs again.
+      if (opened) {
+        opened = false;
+        return Promise.resolve();
+      }
+      return new Promise<void>((resolve) => waiting.push(resolve));
     });
     void delivery.deliver({ dedupeKey: 'fenced-between-tries', connector: 'held', chat: 'u9', text: 'once at most' });
     await until(() => asked === 2, 'the second try to ask');
