@@ -20,9 +20,11 @@ export const CATCH_UP_MARGIN_MS = 60_000;
  */
 const CHATS_ACTIVE_MS = 7 * 24 * 3600_000;
 const CHATS_AT_MOST = 100;
-const PEOPLE_AT_MOST = 50;
-/** How long the people's DM channels are waited for (part of LIST_WAIT_MS). */
+const PEOPLE_AT_MOST = 25;
+/** How long a person's DM channel is waited for (within LIST_WAIT_MS). */
 const DMS_WAIT_MS = 3000;
+/** How long one chat is read back for at most: its own events wait behind it. */
+const READ_WAIT_MS = 30_000;
 /** Pages of messages read per chat at most (Discord gives 100 a page). */
 const PAGES_AT_MOST = 5;
 const PAGE = 100;
@@ -42,24 +44,27 @@ export function createCatchUp(deps: {
 }) {
   const { queue, log } = deps;
 
-  /** Reads back the messages of one channel posted after `after` (a snowflake), oldest first; not the bot's own. */
+  /**
+   * Reads back the messages of one channel posted after `after` (a snowflake), oldest first; not the bot's own. Read
+   * from the newest back: when more was posted than is read, what is left out is the oldest.
+   */
   async function missedIn(client: Client, channelId: string, after: string, bot: BotIdentity): Promise<InboundEvent[]> {
     const channel = await client.channels.fetch(channelId);
     if (!channel?.isTextBased()) return [];
     const found: Message[] = [];
-    let cursor = after;
+    let before: string | undefined;
     for (let page = 1; ; page++) {
-      const batch = [...(await channel.messages.fetch({ after: cursor, limit: PAGE, cache: false })).values()].sort((a, b) =>
-        BigInt(a.id) < BigInt(b.id) ? -1 : 1,
-      );
-      found.push(...batch);
-      if (batch.length < PAGE) break;
+      const batch = [...(await channel.messages.fetch({ limit: PAGE, cache: false, ...(before ? { before } : {}) })).values()];
+      const newer = batch.filter((m) => BigInt(m.id) > BigInt(after));
+      found.push(...newer);
+      if (batch.length < PAGE || newer.length < batch.length) break;
       if (page === PAGES_AT_MOST) {
-        log.warn({ channel: channelId, read: found.length }, 'more was posted in a Discord chat while disconnected than is read back; the rest is not answered');
+        log.warn({ channel: channelId, read: found.length }, 'more was posted in a Discord chat while disconnected than is read back; the oldest of it is not answered');
         break;
       }
-      cursor = batch.at(-1)!.id;
+      before = batch.reduce((oldest, m) => (BigInt(m.id) < BigInt(oldest.id) ? m : oldest)).id;
     }
+    found.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
     return found.filter((m) => m.author.id !== bot.id).flatMap((m) => normalizeMessage(m, bot, 'message') ?? []);
   }
 
@@ -81,7 +86,7 @@ export function createCatchUp(deps: {
         client.off(Events.ShardResume, done);
         resolve();
       };
-      const timer = setTimeout(done, GUILDS_WAIT_MS);
+      const timer = setTimeout(done, GUILDS_WAIT_MS).unref();
       client.once(Events.ShardReady, done);
       client.once(Events.ShardResume, done);
     });
@@ -92,23 +97,21 @@ export function createCatchUp(deps: {
       const since = new Date(Math.max(last.getTime() - CATCH_UP_MARGIN_MS, Date.now() - CATCH_UP_WINDOW_MS));
       const { chats: configured, people } = history.configured();
       // The DMs of the people who may write, conversation or not (a first DM sent meanwhile): their channels asked of
-      // Discord (the same channel every time), each skipped when Discord does not say it in time.
-      const dms = await settledWithin(
-        Promise.all(
-          people.slice(0, PEOPLE_AT_MOST).map((id) =>
-            client.users.createDM(id).then(
-              (channel) => ({ chat: channel.id }),
-              (err: unknown) => (log.warn({ err, user: id }, 'the DM of a person who may write could not be opened to read it back'), undefined),
-            ),
-          ),
-        ),
-        DMS_WAIT_MS,
+      // Discord (the same channel every time), each left out when Discord does not say it in time.
+      const opening = Promise.all(
+        people.slice(0, PEOPLE_AT_MOST).map(async (id) => {
+          const channel = await settledWithin(client.users.createDM(id), DMS_WAIT_MS).catch((err: unknown) => {
+            log.warn({ err, user: id }, 'the DM of a person who may write could not be opened to read it back');
+            return undefined;
+          });
+          if (channel === STALLED) log.warn({ user: id }, 'the DM of a person who may write was not opened in time; it is not read back');
+          return channel && channel !== STALLED ? { chat: channel.id } : undefined;
+        }),
       );
-      if (dms === STALLED) log.warn('the DMs of the people who may write were not opened in time; they are not read back');
-      const recent = await history.recentChats(new Date(Date.now() - CHATS_ACTIVE_MS), CHATS_AT_MOST);
+      const [recent, opened] = await Promise.all([history.recentChats(new Date(Date.now() - CHATS_ACTIVE_MS), CHATS_AT_MOST), opening]);
       const chats = new Map<string, { chat: string; thread?: string }>();
-      const opened: { chat: string; thread?: string }[] = dms === STALLED ? [] : dms.filter((d) => d !== undefined);
-      for (const c of [...recent, ...configured, ...opened]) if (!chats.has(c.thread ?? c.chat)) chats.set(c.thread ?? c.chat, c);
+      const all: { chat: string; thread?: string }[] = [...recent, ...configured, ...opened.filter((d) => d !== undefined)];
+      for (const c of all) if (!chats.has(c.thread ?? c.chat)) chats.set(c.thread ?? c.chat, c);
       return { since, chats: [...chats.values()] };
     };
     void (async () => {
@@ -128,10 +131,15 @@ export function createCatchUp(deps: {
             channelId,
             async () => {
               await ready;
-              const events = await missedIn(client, channelId, after, bot).catch((err: unknown) => {
+              // Bounded: the chat's own events wait behind it (discord.js's REST tries a request for up to a minute).
+              const events = await settledWithin(missedIn(client, channelId, after, bot), READ_WAIT_MS).catch((err: unknown) => {
                 log.warn({ err, channel: channelId }, 'a Discord chat could not be read back for what was missed while disconnected');
                 return [];
               });
+              if (events === STALLED) {
+                log.warn({ channel: channelId }, 'a Discord chat was not read back in time for what was missed while disconnected');
+                return [];
+              }
               return events;
             },
             async (event) => {

@@ -101,15 +101,20 @@ export function storeInOrder(options: {
         resume() {
           if (resumed) return;
           resumed = true;
-          if (--pauses > 0) return;
+          if (pauses > 0) pauses--;
+          if (pauses > 0) return;
           const waiting = held ?? [];
           held = undefined;
           for (const add of waiting) add();
         },
       };
     },
-    /** Waits (up to `timeoutMs`) for the events being stored. */
+    /** Waits (up to `timeoutMs`) for the events being stored; what a pause holds back goes now (stopping). */
     async drain(timeoutMs: number) {
+      const waiting = held ?? [];
+      held = undefined;
+      pauses = 0;
+      for (const add of waiting) add();
       await Promise.race([Promise.all(chains.values()), sleep(timeoutMs)]);
     },
   };

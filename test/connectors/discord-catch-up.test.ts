@@ -112,8 +112,8 @@ describe('Discord: what was posted while disconnected', () => {
   });
 });
 
-describe('Discord: reading back, when the database does not answer', () => {
-  it('lets what the new session brings through after a while, and reads nothing back', async () => {
+describe('Discord: reading back, the connector alone', () => {
+  it('lets what the new session brings through after a while, and reads nothing back, when the database does not answer', async () => {
     const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
     const lines: string[] = [];
     const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
@@ -141,18 +141,52 @@ describe('Discord: reading back, when the database does not answer', () => {
     const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
     const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log: pino({ level: 'silent' }) });
     const listed: Date[] = [];
+    const got: InboundEvent[] = [];
     try {
-      await connector.start(async () => ({ status: 'queued' }), undefined, {
+      await connector.start(async (event) => (got.push(event), { status: 'queued' }), undefined, {
         lastStoredAt: async () => undefined,
         recentChats: async (since) => (listed.push(since), []),
         configured: () => ({ chats: [], people: [fake.user('cara').id] }),
       });
       fake.sendDm({ from: 'cara', content: 'first ever' });
-      await until(() => fake.callsOf('GET /channels/:id/messages').length === 0 && fake.sessions().length === 1, 'connected');
+      await until(() => got.length === 1, 'the DM handed over');
       await new Promise((r) => setTimeout(r, 300));
       expect(listed).toEqual([]);
       expect(fake.callsOf('GET /channels/:id/messages')).toEqual([]);
       expect(fake.callsOf('POST /users/@me/channels')).toEqual([]);
+    } finally {
+      await connector.stop();
+      await fake.close();
+    }
+  });
+
+  it('reads the newest 500 of a chat back, oldest first, and never the bot’s own messages', async () => {
+    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
+    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log: pino({ level: 'silent' }) });
+    const got: InboundEvent[] = [];
+    const dm = fake.dmChannel('cara');
+    try {
+      for (let n = 0; n < 505; n++) {
+        fake.sendDm({ from: 'cara', content: `while away ${n}` });
+        // The bot's own message among them (a reply sent before its process went down).
+        if (n === 502) {
+          const posted = await fetch(`${fake.apiRoot}/v10/channels/${dm}/messages`, {
+            method: 'POST',
+            headers: { authorization: `Bot ${fake.token}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ content: 'from the bot' }),
+          });
+          expect(posted.status).toBe(200);
+        }
+      }
+      await connector.start(async (event) => (got.push(event), { status: 'queued' }), undefined, {
+        lastStoredAt: async () => new Date(Date.now() - 3600_000),
+        recentChats: async () => [],
+        configured: () => ({ chats: [], people: [fake.user('cara').id] }),
+      });
+      await until(() => got.length >= 499, () => `the chat read back (${got.length})`);
+      await new Promise((r) => setTimeout(r, 300));
+      // 500 messages read, the bot's one among them left out: the 499 newest of Cara's, in the order she wrote them.
+      expect(got.map((e) => e.text)).toEqual(Array.from({ length: 499 }, (_, i) => `while away ${i + 6}`));
     } finally {
       await connector.stop();
       await fake.close();

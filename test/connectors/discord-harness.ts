@@ -134,8 +134,9 @@ export async function storedEvents(h: DiscordHarness): Promise<string[]> {
 }
 
 /**
- * Runs `fn` once, right as Discord says READY to the next session that starts (before discord.js is ready): what
- * a person posts at that moment. `fired` tells whether it ran; `restore` puts the fake back.
+ * Runs `fn` once, right after Discord has said READY to the next session that starts (before discord.js is ready,
+ * its guilds still coming): what a person posts at that moment. `fired` tells whether it ran; `restore` puts the
+ * fake back.
  */
 export function atNextReady(fake: FakeDiscord, fn: () => void): { fired(): boolean; restore(): void } {
   const push = fake.frames.push.bind(fake.frames);
@@ -144,7 +145,8 @@ export function atNextReady(fake: FakeDiscord, fn: () => void): { fired(): boole
     const n = push(...frames);
     if (!fired && frames.some((f) => f.direction === 'out' && f.t === 'READY')) {
       fired = true;
-      fn();
+      // The fake records a frame before it sends it: what `fn` posts goes out after the READY, as on Discord.
+      setImmediate(fn);
     }
     return n;
   };
