@@ -6,7 +6,7 @@
 import { Events, SnowflakeUtil, type Client, type Message } from 'discord.js';
 import type { Logger } from 'pino';
 import type { InboundEvent, InboundHistory, IngressResult } from '#src/connector.ts';
-import { settledWithin, STALLED } from '#src/retry.ts';
+import { settledWithin, sleep, STALLED } from '#src/retry.ts';
 import { normalizeMessage, type BotIdentity } from './normalize.ts';
 import type { storeInOrder } from './store.ts';
 
@@ -32,6 +32,7 @@ const PAGE = 100;
 const GUILDS_WAIT_MS = 20_000;
 /** How long what the new session brings waits for the list of chats (a database that does not answer). */
 const LIST_WAIT_MS = 5000;
+const LIST_RETRY_MS = 500;
 
 export function createCatchUp(deps: {
   client: () => Client | undefined;
@@ -114,9 +115,21 @@ export function createCatchUp(deps: {
       for (const c of all) if (!chats.has(c.thread ?? c.chat)) chats.set(c.thread ?? c.chat, c);
       return { since, chats: [...chats.values()] };
     };
+    // Tried again while the database does not answer (a restart takes a second or two), within the pause's bound.
+    const planning = async (deadline: number) => {
+      for (;;) {
+        try {
+          return await plan();
+        } catch (err) {
+          if (Date.now() + LIST_RETRY_MS >= deadline) throw err;
+          log.debug({ err }, 'the chats to read back could not be listed yet; trying again');
+          await sleep(LIST_RETRY_MS);
+        }
+      }
+    };
     void (async () => {
       try {
-        const planned = await settledWithin(plan(), LIST_WAIT_MS);
+        const planned = await settledWithin(planning(Date.now() + LIST_WAIT_MS), LIST_WAIT_MS);
         if (planned === STALLED) {
           log.warn('the chats to read back for what was missed while disconnected could not be listed in time; nothing is read back');
           return;

@@ -192,4 +192,34 @@ describe('Discord: reading back, the connector alone', () => {
       await fake.close();
     }
   });
+
+  it('lists the chats again while the database does not answer (a restart), and reads them back in order', async () => {
+    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
+    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log: pino({ level: 'silent' }) });
+    const got: InboundEvent[] = [];
+    let asked = 0;
+    try {
+      fake.sendDm({ from: 'cara', content: 'while away' });
+      const live = atNextReady(fake, () => fake.sendDm({ from: 'cara', content: 'right after' }));
+      await connector.start(async (event) => (got.push(event), { status: 'queued' }), undefined, {
+        lastStoredAt: async () => {
+          // The database restarting: refused twice, then there.
+          if (++asked <= 2) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
+          return new Date(Date.now() - 3600_000);
+        },
+        recentChats: async () => [],
+        configured: () => ({ chats: [], people: [fake.user('cara').id] }),
+      });
+      // The one right after the READY is read back too (it was there when the chat was read), then comes live: the
+      // core drops the second by its id.
+      await until(() => got.length === 3, () => `the DMs handed over (${got.map((e) => e.text).join(', ')})`);
+      live.restore();
+      expect(live.fired()).toBe(true);
+      expect(asked).toBe(3);
+      expect(got.map((e) => e.text)).toEqual(['while away', 'right after', 'right after']);
+    } finally {
+      await connector.stop();
+      await fake.close();
+    }
+  });
 });
