@@ -5,7 +5,7 @@ import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createDiscordConnector } from '../../connectors/discord/index.ts';
-import type { InboundEvent } from '../../src/connector.ts';
+import type { InboundEvent, InboundHistory } from '../../src/connector.ts';
 import { startFakeDiscord } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
 import { atNextReady, startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
@@ -112,114 +112,113 @@ describe('Discord: what was posted while disconnected', () => {
   });
 });
 
-describe('Discord: reading back, the connector alone', () => {
-  it('lets what the new session brings through after a while, and reads nothing back, when the database does not answer', async () => {
-    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
-    const lines: string[] = [];
-    const log = pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) });
-    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log });
-    const got: InboundEvent[] = [];
-    const startedAt = Date.now();
-    try {
-      await connector.start(
-        async (event) => (got.push(event), { status: 'queued' }),
-        undefined,
-        { lastStoredAt: () => new Promise(() => {}), recentChats: async () => [], configured: () => ({ chats: [], people: [] }) },
-      );
-      fake.sendDm({ from: 'cara', content: 'anyone?' });
-      await until(() => got.length === 1, 'the DM handed over', 15_000);
-      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(4500);
-      expect(got[0].text).toBe('anyone?');
-      expect(lines.join('\n')).toContain('could not be listed in time');
-    } finally {
+/**
+ * A fake Discord with Cara on it (`cara`: her id), and the connector alone, no core: `start` hands it what the
+ * database would say, and what it hands over is in `got`.
+ */
+async function alone(log = pino({ level: 'silent' })) {
+  const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
+  const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log });
+  const got: InboundEvent[] = [];
+  return {
+    fake,
+    got,
+    cara: fake.user('cara').id,
+    start: (history: InboundHistory) => connector.start(async (event) => (got.push(event), { status: 'queued' }), undefined, history),
+    async stop() {
       await connector.stop();
       await fake.close();
+    },
+  };
+}
+
+describe('Discord: reading back, the connector alone', () => {
+  it('lets what the new session brings through after a while, and reads nothing back, when the database does not answer', async () => {
+    const lines: string[] = [];
+    const t = await alone(pino({ level: 'warn' }, { write: (line: string) => void lines.push(line) }));
+    const startedAt = Date.now();
+    try {
+      await t.start({ lastStoredAt: () => new Promise(() => {}), recentChats: async () => [], configured: () => ({ chats: [], people: [] }) });
+      t.fake.sendDm({ from: 'cara', content: 'anyone?' });
+      await until(() => t.got.length === 1, 'the DM handed over', 15_000);
+      expect(Date.now() - startedAt).toBeGreaterThanOrEqual(4500);
+      expect(t.got[0].text).toBe('anyone?');
+      expect(lines.join('\n')).toContain('could not be listed in time');
+    } finally {
+      await t.stop();
     }
   });
 
   it('reads nothing back for a bot that never stored an event', async () => {
-    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
-    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log: pino({ level: 'silent' }) });
+    const t = await alone();
     const listed: Date[] = [];
-    const got: InboundEvent[] = [];
     try {
-      await connector.start(async (event) => (got.push(event), { status: 'queued' }), undefined, {
+      await t.start({
         lastStoredAt: async () => undefined,
         recentChats: async (since) => (listed.push(since), []),
-        configured: () => ({ chats: [], people: [fake.user('cara').id] }),
+        configured: () => ({ chats: [], people: [t.cara] }),
       });
-      fake.sendDm({ from: 'cara', content: 'first ever' });
-      await until(() => got.length === 1, 'the DM handed over');
+      t.fake.sendDm({ from: 'cara', content: 'first ever' });
+      await until(() => t.got.length === 1, 'the DM handed over');
       await new Promise((r) => setTimeout(r, 300));
       expect(listed).toEqual([]);
-      expect(fake.callsOf('GET /channels/:id/messages')).toEqual([]);
-      expect(fake.callsOf('POST /users/@me/channels')).toEqual([]);
+      expect(t.fake.callsOf('GET /channels/:id/messages')).toEqual([]);
+      expect(t.fake.callsOf('POST /users/@me/channels')).toEqual([]);
     } finally {
-      await connector.stop();
-      await fake.close();
+      await t.stop();
     }
   });
 
   it('reads the newest 500 of a chat back, oldest first, and never the bot’s own messages', async () => {
-    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
-    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log: pino({ level: 'silent' }) });
-    const got: InboundEvent[] = [];
-    const dm = fake.dmChannel('cara');
+    const t = await alone();
+    const dm = t.fake.dmChannel('cara');
     try {
       for (let n = 0; n < 505; n++) {
-        fake.sendDm({ from: 'cara', content: `while away ${n}` });
+        t.fake.sendDm({ from: 'cara', content: `while away ${n}` });
         // The bot's own message among them (a reply sent before its process went down).
         if (n === 502) {
-          const posted = await fetch(`${fake.apiRoot}/v10/channels/${dm}/messages`, {
+          const posted = await fetch(`${t.fake.apiRoot}/v10/channels/${dm}/messages`, {
             method: 'POST',
-            headers: { authorization: `Bot ${fake.token}`, 'content-type': 'application/json' },
+            headers: { authorization: `Bot ${t.fake.token}`, 'content-type': 'application/json' },
             body: JSON.stringify({ content: 'from the bot' }),
           });
           expect(posted.status).toBe(200);
         }
       }
-      await connector.start(async (event) => (got.push(event), { status: 'queued' }), undefined, {
-        lastStoredAt: async () => new Date(Date.now() - 3600_000),
-        recentChats: async () => [],
-        configured: () => ({ chats: [], people: [fake.user('cara').id] }),
-      });
-      await until(() => got.length >= 499, () => `the chat read back (${got.length})`);
+      await t.start({ lastStoredAt: async () => new Date(Date.now() - 3600_000), recentChats: async () => [], configured: () => ({ chats: [], people: [t.cara] }) });
+      await until(() => t.got.length >= 499, () => `the chat read back (${t.got.length})`);
       await new Promise((r) => setTimeout(r, 300));
       // 500 messages read, the bot's one among them left out: the 499 newest of Cara's, in the order she wrote them.
-      expect(got.map((e) => e.text)).toEqual(Array.from({ length: 499 }, (_, i) => `while away ${i + 6}`));
+      expect(t.got.map((e) => e.text)).toEqual(Array.from({ length: 499 }, (_, i) => `while away ${i + 6}`));
     } finally {
-      await connector.stop();
-      await fake.close();
+      await t.stop();
     }
   });
 
   it('lists the chats again while the database does not answer (a restart), and reads them back in order', async () => {
-    const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
-    const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log: pino({ level: 'silent' }) });
-    const got: InboundEvent[] = [];
+    const t = await alone();
     let asked = 0;
     try {
-      fake.sendDm({ from: 'cara', content: 'while away' });
-      const live = atNextReady(fake, () => fake.sendDm({ from: 'cara', content: 'right after' }));
-      await connector.start(async (event) => (got.push(event), { status: 'queued' }), undefined, {
+      t.fake.sendDm({ from: 'cara', content: 'while away' });
+      const live = atNextReady(t.fake, () => t.fake.sendDm({ from: 'cara', content: 'right after' }));
+      await t.start({
         lastStoredAt: async () => {
           // The database restarting: refused twice, then there.
           if (++asked <= 2) throw new Error('connect ECONNREFUSED 127.0.0.1:5432');
           return new Date(Date.now() - 3600_000);
         },
         recentChats: async () => [],
-        configured: () => ({ chats: [], people: [fake.user('cara').id] }),
+        configured: () => ({ chats: [], people: [t.cara] }),
       });
       // The one right after the READY is read back too (it was there when the chat was read), then comes live: the
       // core drops the second by its id.
-      await until(() => got.length === 3, () => `the DMs handed over (${got.map((e) => e.text).join(', ')})`);
+      await until(() => t.got.length === 3, () => `the DMs handed over (${t.got.map((e) => e.text).join(', ')})`);
       live.restore();
       expect(live.fired()).toBe(true);
       expect(asked).toBe(3);
-      expect(got.map((e) => e.text)).toEqual(['while away', 'right after', 'right after']);
+      expect(t.got.map((e) => e.text)).toEqual(['while away', 'right after', 'right after']);
     } finally {
-      await connector.stop();
-      await fake.close();
+      await t.stop();
     }
   });
 });
