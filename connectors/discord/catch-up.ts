@@ -11,9 +11,9 @@ import { normalizeMessage, type BotIdentity } from './normalize.ts';
 import type { storeInOrder } from './store.ts';
 
 /** How far back a session looks for what it missed at most: as long as Telegram keeps an update for a bot. */
-export const CATCH_UP_WINDOW_MS = 24 * 3600_000;
+const CATCH_UP_WINDOW_MS = 24 * 3600_000;
 /** Before the newest stored event: when the connection was really lost is not known, only that it was after it. */
-export const CATCH_UP_MARGIN_MS = 60_000;
+const CATCH_UP_MARGIN_MS = 60_000;
 /**
  * The chats looked at: those with a conversation active within a week (the most recent first, this many at most),
  * the personas' channels, and the DMs of the people who may write to them (this many at most).

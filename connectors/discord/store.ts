@@ -61,6 +61,14 @@ export function storeInOrder(options: {
   let held: (() => void)[] | undefined;
   let pauses = 0;
 
+  /** What the pauses held back goes into the chains, in the order it came. */
+  function release() {
+    const waiting = held ?? [];
+    held = undefined;
+    pauses = 0;
+    for (const add of waiting) add();
+  }
+
   function addNow(key: string, read: () => Promise<InboundEvent | InboundEvent[] | undefined>, handle: (event: InboundEvent) => Promise<IngressResult>) {
     const previous = chains.get(key) ?? Promise.resolve();
     const next = previous.then(async () => {
@@ -102,19 +110,13 @@ export function storeInOrder(options: {
           if (resumed) return;
           resumed = true;
           if (pauses > 0) pauses--;
-          if (pauses > 0) return;
-          const waiting = held ?? [];
-          held = undefined;
-          for (const add of waiting) add();
+          if (pauses === 0) release();
         },
       };
     },
     /** Waits (up to `timeoutMs`) for the events being stored; what a pause holds back goes now (stopping). */
     async drain(timeoutMs: number) {
-      const waiting = held ?? [];
-      held = undefined;
-      pauses = 0;
-      for (const add of waiting) add();
+      release();
       await Promise.race([Promise.all(chains.values()), sleep(timeoutMs)]);
     },
   };
