@@ -3,23 +3,14 @@
 // starts, and what it finds is answered once each, in the order it was posted, before what the new session brings.
 import { sql } from 'drizzle-orm';
 import pino from 'pino';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createDiscordConnector } from '../../connectors/discord/index.ts';
 import type { InboundEvent, InboundHistory } from '../../src/connector.ts';
 import { startFakeDiscord } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
-import { atNextReady, startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
+import { atNextReady, useDiscordHarness, storedEvents } from './discord-harness.ts';
 
-let h: DiscordHarness;
-beforeAll(async () => {
-  h = await startDiscordHarness();
-});
-afterAll(async () => {
-  await h?.stop();
-});
-beforeEach(() => {
-  h.llm.reset();
-});
+const h = useDiscordHarness();
 
 const botTexts = (channel: string) => h.fake.messages(channel).map((m) => m.content);
 const dm = (person: string) => h.fake.dmChannel(person);

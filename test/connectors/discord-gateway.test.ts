@@ -6,7 +6,7 @@ import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { discordEntry } from '../../connectors/discord/entry.ts';
 import { createDiscordConnector } from '../../connectors/discord/index.ts';
 import { MESSAGE_CONTENT_REFUSED } from '../../connectors/discord/intents.ts';
@@ -15,21 +15,12 @@ import type { InboundEvent } from '../../src/connector.ts';
 import { createHeldEvents } from '../../src/ingress/held-events.ts';
 import { Intent, startFakeDiscord } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
-import { atNextReady, startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
+import { atNextReady, useDiscordHarness, storedEvents } from './discord-harness.ts';
 
 const silent = pino({ level: 'silent' });
 const getJson = async (url: string, headers: Record<string, string>) => (await fetch(url, { headers })).json();
 
-let h: DiscordHarness;
-beforeAll(async () => {
-  h = await startDiscordHarness();
-});
-afterAll(async () => {
-  await h?.stop();
-});
-beforeEach(() => {
-  h.llm.reset();
-});
+const h = useDiscordHarness();
 
 const botTexts = (channel: string) => h.fake.messages(channel).map((m) => m.content);
 

@@ -4,6 +4,7 @@
 import fs from 'node:fs/promises';
 import { sql, type SQL } from 'drizzle-orm';
 import pino from 'pino';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
 import { createDiscordConnector, type DiscordOptions } from '../../connectors/discord/index.ts';
 import { startApp, type App } from '../../src/app.ts';
 import { parseSettings } from '../../src/config/env.ts';
@@ -53,6 +54,24 @@ export const DISCORD_GUILD = {
   ],
   roles: [{ name: 'moderators', mentionable: true }],
 };
+
+/**
+ * The harness of a test file: started before its tests, stopped after them, the fake model's script cleared before
+ * each. The object is filled in when the file's tests start.
+ */
+export function useDiscordHarness(options?: Parameters<typeof startDiscordHarness>[0]): DiscordHarness {
+  const h = {} as DiscordHarness;
+  beforeAll(async () => {
+    Object.assign(h, await startDiscordHarness(options));
+  });
+  afterAll(async () => {
+    await h.stop?.();
+  });
+  beforeEach(() => {
+    h.llm.reset();
+  });
+  return h;
+}
 
 export async function startDiscordHarness(
   options: { fake?: FakeDiscordOptions; connector?: Partial<DiscordOptions>; tools?: unknown } = {},

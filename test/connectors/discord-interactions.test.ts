@@ -2,23 +2,14 @@
 // too), then resolved; the core's word on it goes to the clicker alone (ephemeral). A non-approver changes nothing;
 // a stale or expired button gets a polite line; an answered question shows its outcome, and who chose, in place of
 // its buttons, in a thread too.
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { ApiMessage, InteractionCallback } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
-import { startDiscordHarness, type DiscordHarness } from './discord-harness.ts';
+import { useDiscordHarness } from './discord-harness.ts';
 
 const EPHEMERAL = 1 << 6;
 
-let h: DiscordHarness;
-beforeAll(async () => {
-  h = await startDiscordHarness({ tools: { approve: ['react'], approvalTimeoutSeconds: 30 } });
-});
-afterAll(async () => {
-  await h?.stop();
-});
-beforeEach(() => {
-  h.llm.reset();
-});
+const h = useDiscordHarness({ tools: { approve: ['react'], approvalTimeoutSeconds: 30 } });
 
 const question = (channel: string, text: RegExp) =>
   until(() => h.fake.messages(channel).findLast((m) => m.components.length > 0 && !(m.flags & EPHEMERAL) && text.test(m.content)), `a question matching ${text} in ${channel}`);

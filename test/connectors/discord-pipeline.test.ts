@@ -4,20 +4,11 @@
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { sql } from 'drizzle-orm';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { until } from '../support/until.ts';
-import { PERSONA, startDiscordHarness, storedEvents, type DiscordHarness } from './discord-harness.ts';
+import { PERSONA, useDiscordHarness, storedEvents } from './discord-harness.ts';
 
-let h: DiscordHarness;
-beforeAll(async () => {
-  h = await startDiscordHarness();
-});
-afterAll(async () => {
-  await h?.stop();
-});
-beforeEach(() => {
-  h.llm.reset();
-});
+const h = useDiscordHarness();
 
 const texts = (channel: string) => h.fake.messages(channel).map((m) => m.content);
 const quiet = () => new Promise((r) => setTimeout(r, 500));

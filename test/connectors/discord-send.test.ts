@@ -4,14 +4,14 @@
 import fs from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { componentsFor } from '../../connectors/discord/components.ts';
 import { formatForDiscord, plainForDiscord, toDiscordMarkdown } from '../../connectors/discord/format.ts';
 import pino from 'pino';
 import { createDiscordSending, reactionEmoji } from '../../connectors/discord/send.ts';
 import { PlatformError } from '../../src/connector.ts';
 import { until } from '../support/until.ts';
-import { startDiscordHarness, type DiscordHarness } from './discord-harness.ts';
+import { useDiscordHarness } from './discord-harness.ts';
 
 describe('Discord Markdown', () => {
   it('passes what Discord renders through, and rewrites tables, headings deeper than ###, and images', () => {
@@ -85,16 +85,7 @@ describe('Discord Markdown', () => {
   });
 });
 
-let h: DiscordHarness;
-beforeAll(async () => {
-  h = await startDiscordHarness();
-});
-afterAll(async () => {
-  await h?.stop();
-});
-beforeEach(() => {
-  h.llm.reset();
-});
+const h = useDiscordHarness();
 
 const botMessages = (channel: string) => h.fake.messages(channel);
 
