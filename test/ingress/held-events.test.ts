@@ -21,6 +21,13 @@ const event = (externalId: string, text = 'hello'): InboundEvent => ({
 });
 
 /** The part of a kept event's file name that comes from its id (see held-events.ts). */
+/** Keeps the events one after another, far enough apart that their files' times tell the order they were kept in. */
+async function keepInTurn(held: ReturnType<typeof createHeldEvents>, events: InboundEvent[]) {
+  for (const e of events) {
+    await held.keep(e);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
 const fileOf = (externalId: string) => createHash('sha256').update(`slack\0${externalId}`).digest('hex').slice(0, 32);
 
 beforeEach(async () => {
@@ -74,10 +81,7 @@ describe('held events', () => {
   it('replay hands the events over in the order they were kept, whatever their files are called', async () => {
     const held = createHeldEvents({ directory, log });
     const ids = Array.from({ length: 8 }, (_, i) => `Ev${i}`);
-    for (const id of ids) {
-      await held.keep(event(id, id));
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await keepInTurn(held, ids.map((id) => event(id, id)));
     // Their names (hashes of their ids) sort in another order than they were kept in.
     const byName = [...ids].sort((a, b) => fileOf(a).localeCompare(fileOf(b)));
     expect(byName).not.toEqual(ids);
@@ -88,11 +92,7 @@ describe('held events', () => {
 
   it('an event kept again (a redelivery) keeps its place among the others', async () => {
     const held = createHeldEvents({ directory, log });
-    await held.keep(event('Ev1', 'first'));
-    await new Promise((r) => setTimeout(r, 20));
-    await held.keep(event('Ev2', 'second'));
-    await new Promise((r) => setTimeout(r, 20));
-    await held.keep(event('Ev1', 'first'));
+    await keepInTurn(held, [event('Ev1', 'first'), event('Ev2', 'second'), event('Ev1', 'first')]);
     const seen: string[] = [];
     await held.replay(async (e) => (seen.push(e.text), { status: 'queued' }));
     expect(seen).toEqual(['first', 'second']);
@@ -101,11 +101,7 @@ describe('held events', () => {
   it("replay stores none of a chat's later events while an earlier one of it cannot be stored", async () => {
     const held = createHeldEvents({ directory, log });
     const other = (id: string, text: string): InboundEvent => ({ ...event(id, text), chat: { id: 'D0BEN', type: 'dm' } });
-    await held.keep(event('Ev1', 'ana first'));
-    await new Promise((r) => setTimeout(r, 20));
-    await held.keep(other('Ev2', 'ben'));
-    await new Promise((r) => setTimeout(r, 20));
-    await held.keep(event('Ev3', 'ana second'));
+    await keepInTurn(held, [event('Ev1', 'ana first'), other('Ev2', 'ben'), event('Ev3', 'ana second')]);
     const seen: string[] = [];
     const result = await held.replay(async (e) => {
       seen.push(e.text);
