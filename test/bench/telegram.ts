@@ -11,7 +11,7 @@
 // full collection fell in it), BENCH_WARMUP (4 rounds of warm-up: a burst
 // of 2 DMs per chat and 20 isolated DMs, for each), LOG_LEVEL (warn, Parlor's),
 // BENCH_PROFILE (1: take the profiled burst; isolated: profile isolated DMs instead), BENCH_PROFILE_TOP (N: its N costliest functions), BENCH_PROFILE_FILE
-// (a path: the raw profile, which DevTools opens), BENCH_DB_DELAY_MS (Parlor's database that far away, each way); PARLOR_TURN_CONCURRENCY is passed on to Parlor.
+// (a path: the raw profile, which DevTools opens), BENCH_PERF (a path: one more burst under a system-wide `perf record`, split by process, kernel apart), BENCH_DB_DELAY_MS (Parlor's database that far away, each way); PARLOR_TURN_CONCURRENCY is passed on to Parlor.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs/promises';
 import { createServer, request } from 'node:http';
@@ -118,13 +118,16 @@ interface Figures {
   echoCpu?: number;
   /** How busy the machine's cores were through the run, %. */
   machineBusy?: number;
+  /** The Bot API calls the bot made, per DM, by method. */
+  calls: Map<string, number>;
 }
 
 function line(f: Figures) {
   return (
     `${f.label.padEnd(40)} n=${String(f.n).padEnd(4)} p50 ${f.p50.toFixed(1).padStart(6)} ms  p99 ${f.p99.toFixed(1).padStart(6)} ms  ${f.rate.toFixed(0).padStart(4)} DMs/s` +
     `  bench CPU ${f.benchCpu.toFixed(1)} ms/DM${f.echoCpu === undefined ? '' : `, floor bot ${f.echoCpu.toFixed(1)}`}` +
-    `${f.machineBusy === undefined ? '' : `; cores ${f.machineBusy.toFixed(0)} % busy`}`
+    `${f.machineBusy === undefined ? '' : `; cores ${f.machineBusy.toFixed(0)} % busy`}` +
+    `; Bot API calls per DM: ${[...f.calls].map(([method, n]) => `${method} ${n.toFixed(2)}`).join(', ') || 'none'}`
   );
 }
 
@@ -159,6 +162,14 @@ async function main() {
   const emulator = new TelegramServer({ port: 0, host: '127.0.0.1', storeTimeout: 600 });
   await emulator.start();
   const apiRoot = emulator.config.apiURL;
+  // The Bot API calls each bot makes (/bot<token>/<method>), by method: what a DM costs the platform, and the emulator.
+  const apiCalls = new Map<string, Map<string, number>>();
+  (emulator as unknown as { server: import('node:http').Server }).server.on('request', (req: import('node:http').IncomingMessage) => {
+    const [, token, method] = /^\/bot([^/]+)\/([^/?]+)/.exec(req.url ?? '') ?? [];
+    if (!token || !method) return;
+    const byMethod = apiCalls.get(token) ?? apiCalls.set(token, new Map()).get(token)!;
+    byMethod.set(method, (byMethod.get(method) ?? 0) + 1);
+  });
 
   // Replies arrive as bot messages on the emulator; resolve whoever waits for that chat.
   const waiting = new Map<string, () => void>();
@@ -256,12 +267,14 @@ async function main() {
     const own0 = ownCpuMs();
     const echo0 = processCpuMs(echo.pid!);
     const machine0 = machineCpuTicks();
+    const calls0 = new Map(apiCalls.get(token) ?? []);
     return (dms: number) => {
       const echo1 = processCpuMs(echo.pid!);
       const machine1 = machineCpuTicks();
       const echoCpu = token === ECHO_TOKEN && echo0 !== undefined && echo1 !== undefined ? (echo1 - echo0) / dms : undefined;
       const machineBusy = machine0 && machine1 && machine1.total > machine0.total ? ((machine1.busy - machine0.busy) / (machine1.total - machine0.total)) * 100 : undefined;
-      return { benchCpu: (ownCpuMs() - own0) / dms, echoCpu, machineBusy };
+      const calls = new Map([...(apiCalls.get(token) ?? [])].map(([method, n]) => [method, (n - (calls0.get(method) ?? 0)) / dms] as const).filter(([, n]) => n > 0));
+      return { benchCpu: (ownCpuMs() - own0) / dms, echoCpu, machineBusy, calls };
     };
   }
 
@@ -415,6 +428,14 @@ async function main() {
   await sleep(CHAT_REST_MS);
   parlorBurst.costs.statements = await statementsOf(() => burst(PARLOR_TOKEN, 'statements of a burst'));
   parlorOne.costs.statements = await statementsOf(() => isolated(PARLOR_TOKEN, 'statements of isolated DMs'));
+  // BENCH_PERF=path: one more burst under a system-wide `perf record` (every process: the bench, Parlor, Postgres's
+  // backends, the kernel's share), written to that path; its split by process and by library is printed below.
+  const perfFile = process.env.BENCH_PERF;
+  const perfSplit = perfFile
+    ? await underPerf(perfFile, { Parlor: parlorPid, 'the bench (emulator, forwarder, fake model)': process.pid, 'the floor\'s bot': echo.pid! }, () =>
+        burst(PARLOR_TOKEN, 'under perf'),
+      )
+    : undefined;
 
   console.log('\nlatency and throughput');
   for (const f of [floorBurst, parlorBurst.result, floorOne, parlorOne.result]) console.log(`  ${line(f)}`);
@@ -488,6 +509,7 @@ async function main() {
       for (const [fn, ms] of [...functions].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`    ${(ms / dms).toFixed(2).padStart(6)}  ${fn}`);
     }
   }
+  if (perfSplit) console.log(`\nthe machine's busy CPU in a burst under perf (${perfFile}; perf report -i it for functions), by who took it\n${perfSplit}`);
   const rss = processRssMb(parlorPid);
   console.log(
     `\npeak RSS of parlor start: ${rssAfterBurst?.peak.toFixed(0) ?? '-'} MB ${peakReset ? 'in the burst' : 'after the burst'} (aim ≤ 150 MB; ` +
@@ -519,6 +541,53 @@ async function main() {
   await database.drop();
   await fs.rm(personasDir, { recursive: true, force: true });
   await fs.rm(home, { recursive: true, force: true });
+}
+
+/** The thread ids of a running process. */
+async function threadsOf(pid: number): Promise<Set<number>> {
+  return new Set((await fs.readdir(`/proc/${pid}/task`).catch(() => [] as string[])).map(Number));
+}
+
+/**
+ * Runs `fn` under a system-wide `perf record -g` and splits the busy samples (not the idle task's) by who took them:
+ * `processes` by pid, Postgres by its name, the rest as other; each with the kernel's part (system calls, the network
+ * stack, waking and switching tasks).
+ */
+async function underPerf(file: string, processes: Record<string, number>, fn: () => Promise<unknown>): Promise<string> {
+  const perf = spawn('perf', ['record', '-a', '-g', '-F', '2000', '-o', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let said = '';
+  perf.stderr!.on('data', (d: Buffer) => (said += d.toString()));
+  const exited = new Promise<number | null>((r) => perf.on('close', r));
+  const spawnError = new Promise<string>((r) => perf.on('error', (err) => r(err.message)));
+  await sleep(300);
+  await fn();
+  const tids = await Promise.all(Object.entries(processes).map(async ([name, pid]) => [name, await threadsOf(pid)] as const));
+  perf.kill('SIGINT');
+  const code = await Promise.race([exited, spawnError]);
+  if (code !== 0 && !/Captured and wrote/.test(said)) return `  (perf did not record: ${typeof code === 'string' ? code : said.trim().split('\n').pop()})`;
+  const report = await new Promise<string>((resolve) => {
+    const out = spawn('perf', ['report', '-i', file, '--stdio', '--no-children', '--sort', 'pid,dso', '--percent-limit', '0', '-g', 'none'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    let text = '';
+    out.stdout!.on('data', (d: Buffer) => (text += d.toString()));
+    out.on('close', () => resolve(text));
+    out.on('error', () => resolve(''));
+  });
+  const shares = new Map<string, { all: number; kernel: number }>();
+  for (const line of report.split('\n')) {
+    const m = /^\s*([\d.]+)%\s+(\d+):(\S+)\s+(.+?)\s*$/.exec(line);
+    if (!m || m[2] === '0') continue;
+    const [tid, comm, dso] = [Number(m[2]), m[3], m[4]];
+    const who = tids.find(([, set]) => set.has(tid))?.[0] ?? (comm === 'postgres' ? 'Postgres' : 'other');
+    const share = shares.get(who) ?? shares.set(who, { all: 0, kernel: 0 }).get(who)!;
+    share.all += Number(m[1]);
+    if (dso.includes('kernel')) share.kernel += Number(m[1]);
+  }
+  const busy = [...shares.values()].reduce((n, s) => n + s.all, 0);
+  if (busy === 0) return '  (perf recorded no samples)';
+  return [...shares]
+    .sort((a, b) => b[1].all - a[1].all)
+    .map(([who, s]) => `  ${who.padEnd(46)} ${((s.all / busy) * 100).toFixed(0).padStart(3)} %   of it in the kernel ${((s.kernel / busy) * 100).toFixed(0).padStart(3)} %`)
+    .join('\n');
 }
 
 /** Whether bin/parlor.js runs the bundle (it is newer than every source) rather than the sources. */
