@@ -1,8 +1,9 @@
 // What was posted while no gateway session of this bot was connected: Discord keeps no events for a session that
 // ended (a process killed, stopped or restarted; a session it would not let resume), so a new session begins with
-// nothing of the gap. When a session starts (READY, not a resume), the chats with a recent conversation are read back
-// through REST from a little before the newest event the database stored, and what people posted there is stored in
-// order, before what the new session brings of the same chat (the core drops what it has already).
+// nothing of the gap. When a session starts (READY, not a resume), the chats the personas hear (a recent conversation,
+// configured, a person's DM, and the threads under them posted in meanwhile) are read back through REST from a little
+// before the newest event the database stored, and what people posted there is stored in order, before what the new
+// session brings of the same chat (the core drops what it has already).
 import { Events, SnowflakeUtil, type Client, type Message } from 'discord.js';
 import type { Logger } from 'pino';
 import type { InboundEvent, InboundHistory, IngressResult } from '#src/connector.ts';
@@ -32,6 +33,9 @@ const PAGE = 100;
 const GUILDS_WAIT_MS = 20_000;
 /** How long what the new session brings waits for the list of chats (a database that does not answer). */
 const LIST_WAIT_MS = 5000;
+/** How long what the new session brings waits for its guilds, whose threads are read back too, and how many at most. */
+const THREADS_WAIT_MS = 5000;
+const THREADS_AT_MOST = 50;
 const LIST_RETRY_MS = 500;
 
 export function createCatchUp(deps: {
@@ -67,6 +71,21 @@ export function createCatchUp(deps: {
     }
     found.sort((a, b) => (BigInt(a.id) < BigInt(b.id) ? -1 : 1));
     return found.filter((m) => m.author.id !== bot.id).flatMap((m) => normalizeMessage(m, bot, 'message') ?? []);
+  }
+
+  /**
+   * The active threads under `chats` (not among them) with a message after `after`, the most recently posted in first
+   * (THREADS_AT_MOST of them).
+   */
+  function threadsPostedIn(client: Client, chats: readonly { chat: string; thread?: string }[], after: string): { chat: string; thread: string }[] {
+    const listed = new Set(chats.map((c) => c.thread ?? c.chat));
+    const parents = new Set(chats.map((c) => c.chat));
+    const found = [...client.channels.cache.values()]
+      .flatMap((c) => (c.isThread() && c.parentId && c.lastMessageId ? [{ id: c.id, parent: c.parentId, last: BigInt(c.lastMessageId) }] : []))
+      .filter((t) => parents.has(t.parent) && !listed.has(t.id) && t.last > BigInt(after));
+    found.sort((a, b) => (a.last > b.last ? -1 : 1));
+    if (found.length > THREADS_AT_MOST) log.warn({ threads: found.length, read: THREADS_AT_MOST }, 'more Discord threads were posted in while disconnected than are read back; the least recent are not');
+    return found.slice(0, THREADS_AT_MOST).map((t) => ({ chat: t.parent, thread: t.id }));
   }
 
   /**
@@ -137,7 +156,7 @@ export function createCatchUp(deps: {
         if (!planned || planned.chats.length === 0) return;
         const after = SnowflakeUtil.generate({ timestamp: planned.since }).toString();
         log.info({ chats: planned.chats.length, since: planned.since.toISOString() }, 'reading back what Discord chats got while disconnected');
-        for (const { chat, thread } of planned.chats) {
+        const readBack = ({ chat, thread }: { chat: string; thread?: string }) => {
           const channelId = thread ?? chat;
           deps.seen(channelId);
           pause.ahead(
@@ -161,7 +180,15 @@ export function createCatchUp(deps: {
               return result;
             },
           );
+        };
+        for (const chat of planned.chats) readBack(chat);
+        // Threads under those chats posted in meanwhile (one started meanwhile among them): known once the session's
+        // guilds are in (each guild's active threads come with it), so what the session brings waits for them too.
+        if ((await settledWithin(ready, THREADS_WAIT_MS)) === STALLED) {
+          log.warn('the session\'s Discord guilds did not come in time; threads posted in while disconnected are not read back');
+          return;
         }
+        for (const thread of threadsPostedIn(client, planned.chats, after)) readBack(thread);
       } catch (err) {
         log.warn({ err }, 'the chats to read back for what was missed while disconnected could not be listed; nothing is read back');
       } finally {

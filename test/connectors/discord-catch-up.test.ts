@@ -90,6 +90,37 @@ describe('Discord: what was posted while disconnected', () => {
     expect(unread[0].n).toBe(0);
   });
 
+  it('reads back a thread started meanwhile under a chat it hears, and an older thread posted in meanwhile, before what the session brings there', async () => {
+    const mention = `<@${h.fake.bot.id}>`;
+    // A thread under #team that the bot never answered in: nothing of it is stored.
+    h.fake.sendGuildMessage({ channel: 'team', thread: 'quiet-thread', from: 'bo', content: 'just talking' });
+    await talk('ana', 'before the threads');
+    const live = atNextReady(h.fake, () =>
+      h.fake.sendGuildMessage({ channel: 'team', thread: 'new-thread', from: 'ana', content: `${mention} live in the new thread` }),
+    );
+    try {
+      await h.restartConnector(() => {
+        h.fake.sendGuildMessage({ channel: 'team', thread: 'new-thread', from: 'bo', content: `${mention} started while down` });
+        h.fake.sendGuildMessage({ channel: 'team', thread: 'new-thread', from: 'bo', content: `${mention} and again` });
+        h.fake.sendGuildMessage({ channel: 'team', thread: 'quiet-thread', from: 'bo', content: `${mention} now for the bot` });
+        // Under #elsewhere, which no persona hears: not read back.
+        h.fake.sendGuildMessage({ channel: 'elsewhere', thread: 'nobodys-thread', from: 'bo', content: `${mention} not heard` });
+      });
+    } finally {
+      live.restore();
+    }
+    expect(live.fired()).toBe(true);
+    const fresh = h.conversation({ channel: 'team', thread: 'new-thread' });
+    await until(() => botTexts('new-thread').some((t) => t.endsWith('] live in the new thread')), 'the live mention in the new thread answered');
+    await until(() => botTexts('quiet-thread').some((t) => t.endsWith('] now for the bot')), 'the mention in the older thread answered');
+    await h.app.waitForIdle(fresh);
+    inOrder(await storedTexts(fresh), ['started while down', 'and again', 'live in the new thread']);
+    const quiet = await storedTexts(h.conversation({ channel: 'team', thread: 'quiet-thread' }));
+    expect(quiet.some((t) => t.includes('now for the bot'))).toBe(true);
+    expect(quiet.some((t) => t.includes('just talking'))).toBe(false);
+    expect(h.fake.messages('nobodys-thread')).toEqual([]);
+  });
+
   it('is read back after a session Discord would not let resume, in a running process', async () => {
     await talk('bo', 'before the lost session');
     const before = identifies();
