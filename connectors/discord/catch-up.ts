@@ -33,8 +33,7 @@ const PAGE = 100;
 const GUILDS_WAIT_MS = 20_000;
 /** How long what the new session brings waits for the list of chats (a database that does not answer). */
 const LIST_WAIT_MS = 5000;
-/** How long what the new session brings waits for its guilds, whose threads are read back too, and how many at most. */
-const THREADS_WAIT_MS = 5000;
+/** Threads read back at most (the most recently posted in). */
 const THREADS_AT_MOST = 50;
 const LIST_RETRY_MS = 500;
 
@@ -45,6 +44,8 @@ export function createCatchUp(deps: {
   handle: (event: InboundEvent) => Promise<IngressResult>;
   /** A channel whose events are stored (a send to it needs no lookup). */
   seen: (channelId: string) => void;
+  /** The connector is stopping. */
+  stopped: () => boolean;
   log: Logger;
 }) {
   const { queue, log } = deps;
@@ -74,8 +75,8 @@ export function createCatchUp(deps: {
   }
 
   /**
-   * The active threads under `chats` (not among them) with a message after `after`, the most recently posted in first
-   * (THREADS_AT_MOST of them).
+   * The active threads of the channels of `chats` (a listed thread's parent too; not those among them) with a message
+   * after `after`, the most recently posted in first (THREADS_AT_MOST of them).
    */
   function threadsPostedIn(client: Client, chats: readonly { chat: string; thread?: string }[], after: string): { chat: string; thread: string }[] {
     const listed = new Set(chats.map((c) => c.thread ?? c.chat));
@@ -182,13 +183,19 @@ export function createCatchUp(deps: {
           );
         };
         for (const chat of planned.chats) readBack(chat);
-        // Threads under those chats posted in meanwhile (one started meanwhile among them): known once the session's
+        // Threads of those chats posted in meanwhile (one started meanwhile among them): known once the session's
         // guilds are in (each guild's active threads come with it), so what the session brings waits for them too.
-        if ((await settledWithin(ready, THREADS_WAIT_MS)) === STALLED) {
-          log.warn('the session\'s Discord guilds did not come in time; threads posted in while disconnected are not read back');
-          return;
+        // Waiting costs a new process little: discord.js hands its first session's events over only once its guilds are in.
+        await ready;
+        // Stopping meanwhile let what the pause held go (see drain): read back behind it, a thread would be out of order.
+        if (deps.stopped()) return;
+        try {
+          const away = client.guilds.cache.filter((g) => !g.available).map((g) => g.id);
+          if (away.length) log.warn({ guilds: away }, 'Discord guilds still unavailable: their threads posted in while disconnected are not read back');
+          for (const thread of threadsPostedIn(client, planned.chats, after)) readBack(thread);
+        } catch (err) {
+          log.warn({ err }, 'the Discord threads posted in while disconnected could not be listed; they are not read back');
         }
-        for (const thread of threadsPostedIn(client, planned.chats, after)) readBack(thread);
       } catch (err) {
         log.warn({ err }, 'the chats to read back for what was missed while disconnected could not be listed; nothing is read back');
       } finally {

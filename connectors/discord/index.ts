@@ -138,7 +138,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
   }
 
   const handle = (event: InboundEvent) => handler!(event);
-  const catchUp = createCatchUp({ client: () => client, history: () => history, queue, handle, seen: (id) => channels.add(id), log });
+  const catchUp = createCatchUp({ client: () => client, history: () => history, queue, handle, seen: (id) => channels.add(id), stopped: () => stopper.signal.aborted, log });
 
   /**
    * A click is acknowledged first (deferUpdate: Discord waits 3 s at most), then resolved; what the core says about
