@@ -6,7 +6,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { createDiscordConnector } from '../../connectors/discord/index.ts';
 import type { InboundEvent, InboundHistory } from '../../src/connector.ts';
-import { startFakeDiscord } from '../support/fake-discord.ts';
+import { startFakeDiscord, type FakeDiscordOptions } from '../support/fake-discord.ts';
 import { until } from '../support/until.ts';
 import { atNextReady, useDiscordHarness, storedEvents } from './discord-harness.ts';
 
@@ -138,12 +138,13 @@ describe('Discord: what was posted while disconnected', () => {
  * A fake Discord with Cara on it (`cara`: her id), and the connector alone, no core: `start` hands it what the
  * database would say, and what it hands over is in `got`.
  */
-async function alone(log = pino({ level: 'silent' })) {
-  const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }] });
+async function alone(log = pino({ level: 'silent' }), options: Omit<FakeDiscordOptions, 'users'> = {}) {
+  const fake = await startFakeDiscord({ users: [{ username: 'cara', global_name: 'Cara' }], ...options });
   const connector = createDiscordConnector({ token: fake.token, apiUrl: fake.apiRoot, log });
   const got: InboundEvent[] = [];
   return {
     fake,
+    connector,
     got,
     cara: fake.user('cara').id,
     start: (history: InboundHistory) => connector.start(async (event) => (got.push(event), { status: 'queued' }), undefined, history),
@@ -241,6 +242,33 @@ describe('Discord: reading back, the connector alone', () => {
       expect(t.got.map((e) => e.text)).toEqual(['while away', 'right after', 'right after']);
     } finally {
       await t.stop();
+    }
+  });
+  it('queues no thread to read back once it is stopping, when the guilds come only after', async () => {
+    const t = await alone(pino({ level: 'silent' }), {
+      guilds: [{ name: 'Guild', channels: [{ name: 'team' }], threads: [{ name: 'side', parent: 'team' }] }],
+      guildsAfterMs: 1500,
+    });
+    const team = t.fake.channel('team').id;
+    const side = t.fake.channel('side').id;
+    const readsOf = (channel: string) => t.fake.callsOf('GET /channels/:id/messages').filter((c) => c.path === `/channels/${channel}/messages`);
+    try {
+      t.fake.sendGuildMessage({ channel: 'team', thread: 'side', from: 'cara', content: 'in the thread while away' });
+      const ready = atNextReady(t.fake, () => {});
+      const started = t.start({ lastStoredAt: async () => new Date(Date.now() - 3600_000), recentChats: async () => [{ chat: team }], configured: () => ({ chats: [], people: [] }) });
+      await until(() => ready.fired(), 'the READY');
+      ready.restore();
+      // Stopping while the session's guilds are still to come: what the pause held goes at once (drain), and a thread
+      // read back behind it would be out of order.
+      await new Promise((r) => setTimeout(r, 200));
+      await t.connector.stop();
+      await started.catch(() => {});
+      await new Promise((r) => setTimeout(r, 2000));
+      // The chat listed was read back (its read was queued before the stop); the thread under it, not.
+      expect(readsOf(team).length).toBeGreaterThan(0);
+      expect(readsOf(side)).toEqual([]);
+    } finally {
+      await t.fake.close();
     }
   });
 });

@@ -57,6 +57,8 @@ export interface GatewayOptions {
   heartbeatIntervalMs: number;
   /** Privileged intent bits the application is not allowed (requesting one closes with 4014). */
   refuseIntents: number;
+  /** How long after READY the guilds come (GUILD_CREATE); at once by default. */
+  guildsAfterMs?: number;
 }
 
 /** A dispatch as one session sees it; `undefined` when its intents keep the event from it. */
@@ -120,7 +122,11 @@ export function startGateway(options: GatewayOptions) {
       _trace: ['["fake-discord",{}]'],
     });
     // Without the Guilds intent Discord sends no GUILD_CREATE; discord.js then stops waiting at once.
-    if (intents & Intent.Guilds) for (const guild of guilds) dispatchTo(session, 'GUILD_CREATE', options.world.guildCreate(guild));
+    const guildsCreated = () => {
+      if (intents & Intent.Guilds) for (const guild of guilds) dispatchTo(session, 'GUILD_CREATE', options.world.guildCreate(guild));
+    };
+    if (options.guildsAfterMs) setTimeout(guildsCreated, options.guildsAfterMs);
+    else guildsCreated();
   };
 
   const resume = (socket: WebSocket, connection: GatewayConnection, d: any) => {

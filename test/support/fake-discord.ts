@@ -60,6 +60,8 @@ export interface FakeDiscordOptions {
   interactionTtlMs?: number;
   /** Each route's bucket (per channel, guild or webhook); Discord's message bucket is about 5 per 5 s. */
   rateLimit?: { limit: number; windowMs: number };
+  /** How long after READY a session's guilds come (GUILD_CREATE), as when Discord is slow to load them; at once by default. */
+  guildsAfterMs?: number;
 }
 
 export interface Upload {
@@ -197,7 +199,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
     res.writeHead(404, { 'content-type': 'application/json' });
     res.end(JSON.stringify({ message: '404: Not Found', code: 0 }));
   });
-  const gateway = startGateway({ server, world, token, application, urls, heartbeatIntervalMs: options.heartbeatIntervalMs ?? 41_250, refuseIntents });
+  const gateway = startGateway({ server, world, token, application, urls, heartbeatIntervalMs: options.heartbeatIntervalMs ?? 41_250, refuseIntents, guildsAfterMs: options.guildsAfterMs });
   const store = createMessageStore(world, gateway, attachmentUrl);
   const routes = createRoutes({
     world,
