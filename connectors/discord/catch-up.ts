@@ -1,10 +1,10 @@
 // What was posted while no gateway session of this bot was connected: Discord keeps no events for a session that
 // ended (a process killed, stopped or restarted; a session it would not let resume), so a new session begins with
 // nothing of the gap. When a session starts (READY, not a resume), the chats the personas hear (a recent conversation,
-// configured, a person's DM, and the threads under them posted in meanwhile) are read back through REST from a little
+// configured, a person's DM, and the threads under them posted in meanwhile, archived since or not) are read back through REST from a little
 // before the newest event the database stored, and what people posted there is stored in order, before what the new
 // session brings of the same chat (the core drops what it has already).
-import { Events, SnowflakeUtil, type Client, type Message } from 'discord.js';
+import { Events, SnowflakeUtil, type Channel, type Client, type Message } from 'discord.js';
 import type { Logger } from 'pino';
 import type { InboundEvent, InboundHistory, IngressResult } from '#src/connector.ts';
 import { settledWithin, sleep, STALLED } from '#src/retry.ts';
@@ -35,6 +35,13 @@ const GUILDS_WAIT_MS = 20_000;
 const LIST_WAIT_MS = 5000;
 /** Threads read back at most (the most recently posted in). */
 const THREADS_AT_MOST = 50;
+/**
+ * Discord archives a thread after an hour without a message at the least: a gap shorter than that archived none of
+ * those posted in. Otherwise each channel's ARCHIVED_PAGE most recently archived are looked at, within ARCHIVED_WAIT_MS.
+ */
+const ARCHIVED_AFTER_MS = 3600_000;
+const ARCHIVED_PAGE = 50;
+const ARCHIVED_WAIT_MS = 5000;
 const LIST_RETRY_MS = 500;
 
 export function createCatchUp(deps: {
@@ -75,18 +82,44 @@ export function createCatchUp(deps: {
   }
 
   /**
-   * The active threads of the channels of `chats` (a listed thread's parent too; not those among them) with a message
-   * after `after`, the most recently posted in first (THREADS_AT_MOST of them).
+   * The threads among `candidates` under the channels of `chats` (a listed thread's parent too; not those among them)
+   * with a message after `after`, the most recently posted in first (THREADS_AT_MOST of them).
    */
-  function threadsPostedIn(client: Client, chats: readonly { chat: string; thread?: string }[], after: string): { chat: string; thread: string }[] {
+  function threadsPostedIn(candidates: Iterable<Channel>, chats: readonly { chat: string; thread?: string }[], after: string): { chat: string; thread: string }[] {
     const listed = new Set(chats.map((c) => c.thread ?? c.chat));
     const parents = new Set(chats.map((c) => c.chat));
-    const found = [...client.channels.cache.values()]
-      .flatMap((c) => (c.isThread() && c.parentId && c.lastMessageId ? [{ id: c.id, parent: c.parentId, last: BigInt(c.lastMessageId) }] : []))
-      .filter((t) => parents.has(t.parent) && !listed.has(t.id) && t.last > BigInt(after));
-    found.sort((a, b) => (a.last > b.last ? -1 : 1));
-    if (found.length > THREADS_AT_MOST) log.warn({ threads: found.length, read: THREADS_AT_MOST }, 'more Discord threads were posted in while disconnected than are read back; the least recent are not');
-    return found.slice(0, THREADS_AT_MOST).map((t) => ({ chat: t.parent, thread: t.id }));
+    const found = new Map<string, { id: string; parent: string; last: bigint }>();
+    for (const c of candidates) {
+      if (!c.isThread() || !c.parentId || !c.lastMessageId) continue;
+      const last = BigInt(c.lastMessageId);
+      if (parents.has(c.parentId) && !listed.has(c.id) && last > BigInt(after)) found.set(c.id, { id: c.id, parent: c.parentId, last });
+    }
+    const newest = [...found.values()].sort((a, b) => (a.last > b.last ? -1 : 1));
+    if (newest.length > THREADS_AT_MOST) log.warn({ threads: newest.length, read: THREADS_AT_MOST }, 'more Discord threads were posted in while disconnected than are read back; the least recent are not');
+    return newest.slice(0, THREADS_AT_MOST).map((t) => ({ chat: t.parent, thread: t.id }));
+  }
+
+  /**
+   * The public threads Discord archived again meanwhile under the channels of `chats` (it archives a thread after an
+   * hour without a message at the least): each channel's most recently archived, asked of Discord in parallel, within
+   * ARCHIVED_WAIT_MS.
+   */
+  async function archivedSince(client: Client, chats: readonly { chat: string }[]): Promise<Channel[]> {
+    const channels = [...new Set(chats.map((c) => c.chat))].flatMap((id) => {
+      const channel = client.channels.cache.get(id);
+      return channel && 'threads' in channel ? [channel] : [];
+    });
+    const lists = await Promise.all(
+      channels.map(async (channel) => {
+        const fetched = await settledWithin(channel.threads.fetchArchived({ type: 'public', limit: ARCHIVED_PAGE }, false), ARCHIVED_WAIT_MS).catch((err: unknown) => {
+          log.warn({ err, channel: channel.id }, 'the archived threads of a Discord channel could not be listed; those posted in while disconnected are not read back');
+          return undefined;
+        });
+        if (fetched === STALLED) log.warn({ channel: channel.id }, 'the archived threads of a Discord channel were not listed in time; those posted in while disconnected are not read back');
+        return fetched && fetched !== STALLED ? [...fetched.threads.values()] : [];
+      }),
+    );
+    return lists.flat();
   }
 
   /**
@@ -192,7 +225,10 @@ export function createCatchUp(deps: {
         try {
           const away = client.guilds.cache.filter((g) => !g.available).map((g) => g.id);
           if (away.length) log.warn({ guilds: away }, 'Discord guilds still unavailable: their threads posted in while disconnected are not read back');
-          for (const thread of threadsPostedIn(client, planned.chats, after)) readBack(thread);
+          // Archived again before now only when the gap began over an hour ago.
+          const archived = planned.since.getTime() < Date.now() - ARCHIVED_AFTER_MS ? await archivedSince(client, planned.chats) : [];
+          if (deps.stopped()) return;
+          for (const thread of threadsPostedIn([...client.channels.cache.values(), ...archived], planned.chats, after)) readBack(thread);
         } catch (err) {
           log.warn({ err }, 'the Discord threads posted in while disconnected could not be listed; they are not read back');
         }

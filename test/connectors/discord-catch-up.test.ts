@@ -119,6 +119,24 @@ describe('Discord: what was posted while disconnected', () => {
     expect(quiet.some((t) => t.includes('now for the bot'))).toBe(true);
     expect(quiet.some((t) => t.includes('just talking'))).toBe(false);
     expect(h.fake.messages('nobodys-thread')).toEqual([]);
+    // A gap of moments: no thread can have been archived in it, and Discord is not asked for archived ones.
+    expect(h.fake.callsOf('GET /channels/:id/threads/archived/public')).toEqual([]);
+  });
+
+  it('reads back a thread Discord archived again before the bot was back, after a gap of over an hour', async () => {
+    const mention = `<@${h.fake.bot.id}>`;
+    await talk('ana', 'before the long gap');
+    // The newest event stored is two hours old: the bot has been away that long.
+    await h.query(sql`update inbound_events set received_at = now() - interval '2 hours'`);
+    await h.restartConnector(() => {
+      h.fake.sendGuildMessage({ channel: 'team', thread: 'archived-meanwhile', from: 'bo', content: `${mention} before it was archived` });
+      // An hour without a message later, Discord archived it: not among the active threads the session brings.
+      h.fake.archiveThread('archived-meanwhile');
+    });
+    await until(() => botTexts('archived-meanwhile').some((t) => t.endsWith('] before it was archived')), 'the mention in the archived thread answered');
+    expect(h.fake.callsOf('GET /channels/:id/threads/archived/public').length).toBeGreaterThan(0);
+    const stored = await storedTexts(h.conversation({ channel: 'team', thread: 'archived-meanwhile' }));
+    expect(stored.filter((t) => t.includes('before it was archived'))).toHaveLength(1);
   });
 
   it('is read back after a session Discord would not let resume, in a running process', async () => {

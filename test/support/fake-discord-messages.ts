@@ -130,7 +130,12 @@ export function createMessageStore(world: World, gateway: FakeGateway, attachmen
     );
   }
 
-  return { render, create, edit, remove, react, announceThread };
+  /** THREAD_UPDATE: a thread archived or unarchived. */
+  function announceThreadUpdate(thread: StoredChannel) {
+    gateway.dispatch('THREAD_UPDATE', (session: GatewaySession) => (session.intents & Intent.Guilds ? world.channelObject(thread) : undefined));
+  }
+
+  return { render, create, edit, remove, react, announceThread, announceThreadUpdate };
 }
 
 export type MessageStore = ReturnType<typeof createMessageStore>;

@@ -121,7 +121,12 @@ export function createRoutes(ctx: RouteContext): Route[] {
   const sendMessage: RouteHandler = (req) => {
     const channel = channelOf(req.params.channel);
     if (!channel || channel.type === ChannelKind.GuildCategory) return unknownChannel();
-    if (channel.archived) return fail(400, 50083, 'Thread is archived');
+    // As Discord: a message sent in an archived thread (not locked) unarchives it; an edit or a reaction there is refused.
+    if (channel.archived) {
+      channel.archived = false;
+      channel.archived_at = Date.now();
+      store.announceThreadUpdate(channel);
+    }
     const nonceKey = `${channel.id}:${req.body.nonce}`;
     if (req.body.enforce_nonce && req.body.nonce !== undefined && nonces.has(nonceKey)) {
       const earlier = world.messages.get(nonces.get(nonceKey)!);
@@ -269,6 +274,22 @@ export function createRoutes(ctx: RouteContext): Route[] {
     },
     {
       method: 'GET',
+      pattern: '/channels/:channel/threads/archived/public',
+      handle: (req) => {
+        const channel = channelOf(req.params.channel);
+        if (!channel) return unknownChannel();
+        const before = req.query.get('before');
+        const limit = Math.min(100, Number(req.query.get('limit') ?? 50));
+        // The channel's archived public threads, the most recently archived first.
+        const archived = [...world.channels.values()]
+          .filter((c) => world.isThread(c) && c.parent_id === channel.id && c.archived && c.type === ChannelKind.PublicThread)
+          .filter((c) => !before || (c.archived_at ?? c.created_at) < Date.parse(before))
+          .sort((a, b) => (b.archived_at ?? b.created_at) - (a.archived_at ?? a.created_at));
+        return json(200, { threads: archived.slice(0, limit).map((c) => world.channelObject(c)), members: [], has_more: archived.length > limit });
+      },
+    },
+    {
+      method: 'GET',
       pattern: '/channels/:channel/messages/:message',
       handle: (req) => {
         const channel = channelOf(req.params.channel);
@@ -287,6 +308,7 @@ export function createRoutes(ctx: RouteContext): Route[] {
         const message = liveMessage(channel, req.params.message);
         if (!message) return unknownMessage();
         if (message.author_id !== world.bot.id) return fail(403, 50005, 'Cannot edit a message authored by another user');
+        if (channel.archived) return fail(400, 50083, 'Thread is archived');
         return editFrom(req, message);
       },
     },
@@ -311,6 +333,7 @@ export function createRoutes(ctx: RouteContext): Route[] {
         const message = liveMessage(channel, req.params.message);
         if (!message) return unknownMessage();
         if (!req.params.emoji) return fail(400, 10014, 'Unknown Emoji');
+        if (channel.archived) return fail(400, 50083, 'Thread is archived');
         store.react(message, world.bot.id, req.params.emoji, method === 'PUT');
         return noContent;
       },

@@ -63,6 +63,8 @@ export interface StoredChannel {
   /** Threads: who started it, and the message it was started from (same id as the thread). */
   owner_id?: string;
   archived?: boolean;
+  /** When it was last archived or unarchived (ms). */
+  archived_at?: number;
   auto_archive_duration?: number;
   created_at: number;
   last_message_id: string | null;
@@ -309,6 +311,7 @@ export class World {
     };
     if (this.isThread(channel)) {
       const created = new Date(channel.created_at).toISOString();
+      const archivedAt = new Date(channel.archived_at ?? channel.created_at).toISOString();
       return {
         ...common,
         guild_id: channel.guild_id,
@@ -316,7 +319,7 @@ export class World {
         message_count: channel.message_count,
         total_message_sent: channel.message_count,
         member_count: 1,
-        thread_metadata: { archived: channel.archived ?? false, auto_archive_duration: channel.auto_archive_duration, archive_timestamp: created, locked: false, create_timestamp: created },
+        thread_metadata: { archived: channel.archived ?? false, auto_archive_duration: channel.auto_archive_duration, archive_timestamp: archivedAt, locked: false, create_timestamp: created },
       };
     }
     return { ...common, position: channel.position ?? 0, permission_overwrites: [], topic: null, nsfw: false, default_thread_rate_limit_per_user: 0 };

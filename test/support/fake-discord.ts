@@ -146,6 +146,8 @@ export interface FakeDiscord {
    * at once when the message has no enabled component with that custom_id (unless `unchecked`). */
   click(click: Click): Promise<InteractionCallback>;
   react(reaction: { message: string | { id: string }; from: string; emoji: string; remove?: boolean }): void;
+  /** A thread (id or name) archived, as Discord does after its inactivity period: THREAD_UPDATE to the sessions. */
+  archiveThread(thread: string): void;
   /** A person edits their message: MESSAGE_UPDATE with the new content and an edited_timestamp. */
   editAsPerson(message: string | { id: string }, content: string): ApiMessage;
   /** What the bot posted in a channel (id or name), oldest first, edits applied, deleted ones left out. */
@@ -292,6 +294,14 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
     sendDm(m) {
       const channel = world.dmChannel(world.user(m.from).id);
       return postAsPerson(channel, m, mentionsIn(m.content));
+    },
+
+    archiveThread(ref) {
+      const thread = world.channel(ref);
+      if (!world.isThread(thread)) throw new Error(`fake Discord: ${ref} is not a thread`);
+      thread.archived = true;
+      thread.archived_at = Date.now();
+      store.announceThreadUpdate(thread);
     },
 
     sendGuildMessage(m) {
