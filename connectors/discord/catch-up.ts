@@ -36,12 +36,18 @@ const LIST_WAIT_MS = 5000;
 /** Threads read back at most (the most recently posted in). */
 const THREADS_AT_MOST = 50;
 /**
- * Discord archives a thread after an hour without a message at the least: a gap shorter than that archived none of
- * those posted in. Otherwise each channel's ARCHIVED_PAGE most recently archived are looked at, within ARCHIVED_WAIT_MS.
+ * Discord archives a thread after an hour without a message at the least: after a shorter gap, only a thread someone
+ * archived by hand can be archived again, and archived threads are not asked for. Otherwise each channel's archived
+ * ones are listed back to the gap's start (ARCHIVED_PAGES_AT_MOST pages of ARCHIVED_PAGE), ARCHIVED_AT_ONCE channels at
+ * a time, each within ARCHIVED_WAIT_MS, no more started after ARCHIVED_ALL_WAIT_MS.
  */
 const ARCHIVED_AFTER_MS = 3600_000;
 const ARCHIVED_PAGE = 50;
+const ARCHIVED_PAGES_AT_MOST = 4;
+const ARCHIVED_AT_ONCE = 5;
 const ARCHIVED_WAIT_MS = 5000;
+/** How long all the channels' archived threads are listed for at most (what the new session brings waits for them). */
+const ARCHIVED_ALL_WAIT_MS = 10_000;
 const LIST_RETRY_MS = 500;
 
 export function createCatchUp(deps: {
@@ -100,25 +106,54 @@ export function createCatchUp(deps: {
   }
 
   /**
-   * The public threads Discord archived again meanwhile under the channels of `chats` (it archives a thread after an
-   * hour without a message at the least): each channel's most recently archived, asked of Discord in parallel, within
-   * ARCHIVED_WAIT_MS.
+   * The public threads Discord archived since `since` under the channels of `chats` (it archives a thread after an
+   * hour without a message at the least, or when someone archives it): each channel's, the most recently archived
+   * first, page by page back to `since` (one archived before then had no message after it), a few channels at a time
+   * (see ARCHIVED_AFTER_MS). Cached, so that a thread this client knew from before has its last message brought up to
+   * date.
    */
-  async function archivedSince(client: Client, chats: readonly { chat: string }[]): Promise<Channel[]> {
+  async function archivedSince(client: Client, chats: readonly { chat: string }[], since: Date): Promise<Channel[]> {
     const channels = [...new Set(chats.map((c) => c.chat))].flatMap((id) => {
       const channel = client.channels.cache.get(id);
       return channel && 'threads' in channel ? [channel] : [];
     });
-    const lists = await Promise.all(
-      channels.map(async (channel) => {
-        const fetched = await settledWithin(channel.threads.fetchArchived({ type: 'public', limit: ARCHIVED_PAGE }, false), ARCHIVED_WAIT_MS).catch((err: unknown) => {
-          log.warn({ err, channel: channel.id }, 'the archived threads of a Discord channel could not be listed; those posted in while disconnected are not read back');
-          return undefined;
-        });
-        if (fetched === STALLED) log.warn({ channel: channel.id }, 'the archived threads of a Discord channel were not listed in time; those posted in while disconnected are not read back');
-        return fetched && fetched !== STALLED ? [...fetched.threads.values()] : [];
-      }),
-    );
+    const listOne = async (channel: (typeof channels)[number]) => {
+      const found: Channel[] = [];
+      let before: Date | undefined;
+      for (let page = 1; ; page++) {
+        const fetched = await channel.threads.fetchArchived({ type: 'public', limit: ARCHIVED_PAGE, ...(before ? { before } : {}) });
+        const threads = [...fetched.threads.values()];
+        found.push(...threads);
+        const oldest = threads.reduce<Date | undefined>((at, t) => (t.archivedAt && (!at || t.archivedAt < at) ? t.archivedAt : at), undefined);
+        if (!fetched.hasMore || !oldest || oldest < since) break;
+        if (page === ARCHIVED_PAGES_AT_MOST) {
+          log.warn({ channel: channel.id, listed: found.length }, 'more Discord threads were archived while disconnected than are looked at; the earliest archived are not read back');
+          break;
+        }
+        before = oldest;
+      }
+      return found;
+    };
+    const lists: Channel[][] = [];
+    const until = Date.now() + ARCHIVED_ALL_WAIT_MS;
+    for (let i = 0; i < channels.length; i += ARCHIVED_AT_ONCE) {
+      if (Date.now() > until) {
+        log.warn({ channels: channels.length - i }, 'not every Discord channel\'s archived threads were listed in time; threads posted in while disconnected and archived since, in the rest, are not read back');
+        break;
+      }
+      lists.push(
+        ...(await Promise.all(
+          channels.slice(i, i + ARCHIVED_AT_ONCE).map(async (channel) => {
+            const found = await settledWithin(listOne(channel), ARCHIVED_WAIT_MS).catch((err: unknown) => {
+              log.warn({ err, channel: channel.id }, 'the archived threads of a Discord channel could not be listed; those posted in while disconnected are not read back');
+              return [];
+            });
+            if (found === STALLED) log.warn({ channel: channel.id }, 'the archived threads of a Discord channel were not listed in time; those posted in while disconnected are not read back');
+            return found === STALLED ? [] : found;
+          }),
+        )),
+      );
+    }
     return lists.flat();
   }
 
@@ -188,6 +223,8 @@ export function createCatchUp(deps: {
           return;
         }
         if (!planned || planned.chats.length === 0) return;
+        // Stopping meanwhile let what the pause held go (see drain): read back behind it, a chat would be out of order.
+        if (deps.stopped()) return;
         const after = SnowflakeUtil.generate({ timestamp: planned.since }).toString();
         log.info({ chats: planned.chats.length, since: planned.since.toISOString() }, 'reading back what Discord chats got while disconnected');
         const readBack = ({ chat, thread }: { chat: string; thread?: string }) => {
@@ -226,7 +263,7 @@ export function createCatchUp(deps: {
           const away = client.guilds.cache.filter((g) => !g.available).map((g) => g.id);
           if (away.length) log.warn({ guilds: away }, 'Discord guilds still unavailable: their threads posted in while disconnected are not read back');
           // Archived again before now only when the gap began over an hour ago.
-          const archived = planned.since.getTime() < Date.now() - ARCHIVED_AFTER_MS ? await archivedSince(client, planned.chats) : [];
+          const archived = planned.since.getTime() < Date.now() - ARCHIVED_AFTER_MS ? await archivedSince(client, planned.chats, planned.since) : [];
           if (deps.stopped()) return;
           for (const thread of threadsPostedIn([...client.channels.cache.values(), ...archived], planned.chats, after)) readBack(thread);
         } catch (err) {

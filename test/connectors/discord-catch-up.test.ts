@@ -139,6 +139,19 @@ describe('Discord: what was posted while disconnected', () => {
     expect(stored.filter((t) => t.includes('before it was archived'))).toHaveLength(1);
   });
 
+  it('reads back, in a running process, a thread it knew that Discord archived during a gap of over an hour', async () => {
+    const mention = `<@${h.fake.bot.id}>`;
+    // A thread under #team where the bot was never mentioned, its last message from before the gap: the running client
+    // knows it (with that last message), and no conversation lists it.
+    h.fake.sendGuildMessage({ channel: 'team', thread: 'chatter', from: 'bo', content: 'just chatting', postedAt: Date.now() - 3 * 3600_000 });
+    await talk('ana', 'before the lost session, long ago');
+    await h.query(sql`update inbound_events set received_at = now() - interval '2 hours'`);
+    h.fake.dropSessions();
+    h.fake.sendGuildMessage({ channel: 'team', thread: 'chatter', from: 'bo', content: `${mention} while the session was lost` });
+    h.fake.archiveThread('chatter');
+    await until(() => botTexts('chatter').some((t) => t.endsWith('] while the session was lost')), 'the mention in the thread archived meanwhile answered', 20_000);
+  });
+
   it('is read back after a session Discord would not let resume, in a running process', async () => {
     await talk('bo', 'before the lost session');
     const before = identifies();
@@ -287,6 +300,26 @@ describe('Discord: reading back, the connector alone', () => {
       expect(readsOf(side)).toEqual([]);
     } finally {
       await t.fake.close();
+    }
+  });
+  it('pages through a channel’s archived threads back to the gap’s start, and reads back the one posted in', async () => {
+    // 60 threads under #team where nobody wrote meanwhile.
+    const others = Array.from({ length: 60 }, (_, n) => ({ name: `other-${n}`, parent: 'team' }));
+    const t = await alone(pino({ level: 'silent' }), { guilds: [{ name: 'Guild', channels: [{ name: 'team' }], threads: others }] });
+    const team = t.fake.channel('team').id;
+    try {
+      // Posted in while away, then archived; the 60 others archived after it: it is on the second page of 50.
+      t.fake.sendGuildMessage({ channel: 'team', thread: 'posted-in', from: 'cara', content: 'in a thread archived since' });
+      t.fake.archiveThread('posted-in');
+      for (const other of others) {
+        await new Promise((r) => setTimeout(r, 2));
+        t.fake.archiveThread(other.name);
+      }
+      await t.start({ lastStoredAt: async () => new Date(Date.now() - 2 * 3600_000), recentChats: async () => [{ chat: team }], configured: () => ({ chats: [], people: [] }) });
+      await until(() => t.got.some((e) => e.text === 'in a thread archived since'), 'the thread archived first read back');
+      expect(t.fake.callsOf('GET /channels/:id/threads/archived/public')).toHaveLength(2);
+    } finally {
+      await t.stop();
     }
   });
 });

@@ -7,6 +7,8 @@ import { ChannelKind, emojiObject, Intent, MessageFlag, snowflake, type StoredAt
 export interface NewMessage {
   channel: StoredChannel;
   authorId: string;
+  /** When it was posted (ms; its id says so too): now by default. */
+  at?: number;
   content?: string;
   components?: unknown[];
   embeds?: unknown[];
@@ -38,7 +40,7 @@ export function createMessageStore(world: World, gateway: FakeGateway, attachmen
   };
 
   function create(m: NewMessage): StoredMessage {
-    const now = Date.now();
+    const now = m.at ?? Date.now();
     const message: StoredMessage = {
       id: m.id ?? snowflake(now),
       channel_id: m.channel.id,

@@ -79,6 +79,8 @@ export interface PersonMessage {
   message_reference?: string;
   /** Whether a reply pings the replied-to author (Discord's client does by default). */
   pingRepliedUser?: boolean;
+  /** When it was posted (ms), for a message from before the test's moment: now by default. */
+  postedAt?: number;
 }
 
 export interface GuildMessage extends PersonMessage {
@@ -244,6 +246,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
     const message = store.create({
       channel,
       authorId: author.id,
+      at: m.postedAt,
       content: m.content,
       attachments: uploads(m.attachments),
       mentions: [...users].filter((id) => world.users.has(id)),
