@@ -39,7 +39,7 @@ const THREADS_AT_MOST = 50;
  * Discord archives a thread after an hour without a message at the least: after a shorter gap, only a thread someone
  * archived by hand can be archived again, and archived threads are not asked for. Otherwise each channel's archived
  * ones are listed back to the gap's start (ARCHIVED_PAGES_AT_MOST pages of ARCHIVED_PAGE), ARCHIVED_AT_ONCE channels at
- * a time, each within ARCHIVED_WAIT_MS, no more started after ARCHIVED_ALL_WAIT_MS.
+ * a time, each within ARCHIVED_WAIT_MS, all within ARCHIVED_ALL_WAIT_MS.
  */
 const ARCHIVED_AFTER_MS = 3600_000;
 const ARCHIVED_PAGE = 50;
@@ -117,10 +117,13 @@ export function createCatchUp(deps: {
       const channel = client.channels.cache.get(id);
       return channel && 'threads' in channel ? [channel] : [];
     });
+    const until = Date.now() + ARCHIVED_ALL_WAIT_MS;
+    const late = () => Date.now() > until || deps.stopped();
     const listOne = async (channel: (typeof channels)[number]) => {
       const found: Channel[] = [];
       let before: Date | undefined;
-      for (let page = 1; ; page++) {
+      // A listing given up (past its bound) stops at its next page.
+      for (let page = 1; !late(); page++) {
         const fetched = await channel.threads.fetchArchived({ type: 'public', limit: ARCHIVED_PAGE, ...(before ? { before } : {}) });
         const threads = [...fetched.threads.values()];
         found.push(...threads);
@@ -135,16 +138,15 @@ export function createCatchUp(deps: {
       return found;
     };
     const lists: Channel[][] = [];
-    const until = Date.now() + ARCHIVED_ALL_WAIT_MS;
     for (let i = 0; i < channels.length; i += ARCHIVED_AT_ONCE) {
-      if (Date.now() > until) {
+      if (late()) {
         log.warn({ channels: channels.length - i }, 'not every Discord channel\'s archived threads were listed in time; threads posted in while disconnected and archived since, in the rest, are not read back');
         break;
       }
       lists.push(
         ...(await Promise.all(
           channels.slice(i, i + ARCHIVED_AT_ONCE).map(async (channel) => {
-            const found = await settledWithin(listOne(channel), ARCHIVED_WAIT_MS).catch((err: unknown) => {
+            const found = await settledWithin(listOne(channel), Math.max(0, Math.min(ARCHIVED_WAIT_MS, until - Date.now()))).catch((err: unknown) => {
               log.warn({ err, channel: channel.id }, 'the archived threads of a Discord channel could not be listed; those posted in while disconnected are not read back');
               return [];
             });

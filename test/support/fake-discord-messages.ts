@@ -65,7 +65,8 @@ export function createMessageStore(world: World, gateway: FakeGateway, attachmen
       deleted: false,
     };
     world.messages.set(message.id, message);
-    m.channel.last_message_id = message.id;
+    // A message dated in the past (see PersonMessage.postedAt) is not the channel's last unless it is the newest.
+    if (!m.channel.last_message_id || BigInt(message.id) > BigInt(m.channel.last_message_id)) m.channel.last_message_id = message.id;
     m.channel.message_count++;
     // Ephemeral messages exist only for the person who clicked: no gateway event, no REST fetch.
     if (!(message.flags & MessageFlag.Ephemeral)) gateway.dispatch('MESSAGE_CREATE', asSeenBy(message));

@@ -231,9 +231,10 @@ export class World {
     }
   }
 
-  addThread(t: { id?: string; guild_id: string; parent_id: string; name: string; type?: number; owner_id: string; auto_archive_duration?: number }): StoredChannel {
+  /** `at`: when it was started (ms), now by default. */
+  addThread(t: { id?: string; guild_id: string; parent_id: string; name: string; type?: number; owner_id: string; auto_archive_duration?: number; at?: number }): StoredChannel {
     const thread: StoredChannel = {
-      id: t.id ?? snowflake(),
+      id: t.id ?? snowflake(t.at),
       type: t.type ?? ChannelKind.PublicThread,
       name: t.name,
       guild_id: t.guild_id,
@@ -241,7 +242,7 @@ export class World {
       owner_id: t.owner_id,
       archived: false,
       auto_archive_duration: t.auto_archive_duration ?? 4320,
-      created_at: Date.now(),
+      created_at: t.at ?? Date.now(),
       last_message_id: null,
       message_count: 0,
     };

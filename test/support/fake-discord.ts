@@ -313,7 +313,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
       if (m.thread) {
         const parent = channel;
         const known = [...world.channels.values()].find((c) => world.isThread(c) && c.parent_id === parent.id && (c.id === m.thread || c.name === m.thread));
-        channel = known ?? world.addThread({ guild_id: parent.guild_id!, parent_id: parent.id, name: m.thread, owner_id: world.user(m.from).id });
+        channel = known ?? world.addThread({ guild_id: parent.guild_id!, parent_id: parent.id, name: m.thread, owner_id: world.user(m.from).id, at: m.postedAt });
         if (!known) store.announceThread(channel);
       }
       const found = mentionsIn(m.content);
