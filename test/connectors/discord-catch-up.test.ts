@@ -322,4 +322,29 @@ describe('Discord: reading back, the connector alone', () => {
       await t.stop();
     }
   });
+  it('holds what the new session brings no longer than 10 s in all for archived threads, however many channels answer slowly', async () => {
+    const names = Array.from({ length: 15 }, (_, n) => `channel-${n}`);
+    const t = await alone(pino({ level: 'silent' }), { guilds: [{ name: 'Guild', channels: names.map((name) => ({ name })) }] });
+    try {
+      // Every channel's archived threads come 4.5 s late: three rounds of five would take 13.5 s.
+      t.fake.failNext('GET /channels/:id/threads/archived/public', { slowMs: 4500 }, names.length);
+      let readyAt = 0;
+      const live = atNextReady(t.fake, () => {
+        readyAt = Date.now();
+        t.fake.sendDm({ from: 'cara', content: 'live, right after' });
+      });
+      await t.start({
+        lastStoredAt: async () => new Date(Date.now() - 2 * 3600_000),
+        recentChats: async () => names.map((name) => ({ chat: t.fake.channel(name).id })),
+        configured: () => ({ chats: [], people: [] }),
+      });
+      await until(() => t.got.some((e) => e.text === 'live, right after'), 'the live DM handed over', 20_000);
+      live.restore();
+      const held = Date.now() - readyAt;
+      expect(held).toBeGreaterThan(8000);
+      expect(held).toBeLessThan(12_000);
+    } finally {
+      await t.stop();
+    }
+  });
 });

@@ -39,7 +39,9 @@ export type ScriptedFailure =
       applied?: boolean;
     }
   /** A TCP reset instead of an answer: discord.js sees ECONNRESET. */
-  | { reset: true; applied?: boolean };
+  | { reset: true; applied?: boolean }
+  /** The usual answer, that much later (a slow Discord). */
+  | { slowMs: number };
 
 type StatusFailure = Extract<ScriptedFailure, { status: number }>;
 
@@ -157,7 +159,8 @@ export function createRest(options: { routes: Route[]; token: string; rateLimit:
     const index = failures.findIndex((f) => routeMatches(f.route, method, pathname));
     const failure: ScriptedFailure | undefined = index >= 0 ? failures.splice(index, 1)[0].failure : limits?.exceeded ? { status: 429, retryAfter: limits.resetAfter } : undefined;
     const request: RestRequest = { method, params, query, body, files };
-    if (failure) {
+    if (failure && 'slowMs' in failure) await new Promise((r) => setTimeout(r, failure.slowMs));
+    else if (failure) {
       if (failure.applied) await route.handle(request);
       call.scripted = true;
       // A TCP reset rather than a clean close, so the client sees ECONNRESET (which @discordjs/rest retries).
