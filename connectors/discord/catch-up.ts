@@ -1,9 +1,9 @@
 // What was posted while no gateway session of this bot was connected: Discord keeps no events for a session that
 // ended (a process killed, stopped or restarted; a session it would not let resume), so a new session begins with
 // nothing of the gap. When a session starts (READY, not a resume), the chats the personas hear (a recent conversation,
-// configured, a person's DM, and the threads under them posted in meanwhile, archived since or not) are read back through REST from a little
-// before the newest event the database stored, and what people posted there is stored in order, before what the new
-// session brings of the same chat (the core drops what it has already).
+// configured, a person's DM, and the threads under them posted in meanwhile, archived since or not) are read back
+// through REST from a little before the newest event the database stored, and what people posted there is stored in
+// order, before what the new session brings of the same chat (the core drops what it has already).
 import { Events, SnowflakeUtil, type Channel, type Client, type Message } from 'discord.js';
 import type { Logger } from 'pino';
 import type { InboundEvent, InboundHistory, IngressResult } from '#src/connector.ts';
@@ -62,6 +62,16 @@ export function createCatchUp(deps: {
   log: Logger;
 }) {
   const { queue, log } = deps;
+
+  /** `attempt`, or undefined when it fails or takes over `ms` (logged with `about`: as `failed`, or as `late`). */
+  async function within<T>(attempt: Promise<T>, ms: number, about: Record<string, unknown>, failed: string, late: string): Promise<T | undefined> {
+    const outcome = await settledWithin(attempt, ms).catch((err: unknown) => {
+      log.warn({ err, ...about }, failed);
+      return undefined;
+    });
+    if (outcome === STALLED) log.warn(about, late);
+    return outcome === STALLED ? undefined : outcome;
+  }
 
   /**
    * Reads back the messages of one channel posted after `after` (a snowflake), oldest first; not the bot's own. Read
@@ -146,12 +156,14 @@ export function createCatchUp(deps: {
       lists.push(
         ...(await Promise.all(
           channels.slice(i, i + ARCHIVED_AT_ONCE).map(async (channel) => {
-            const found = await settledWithin(listOne(channel), Math.max(0, Math.min(ARCHIVED_WAIT_MS, until - Date.now()))).catch((err: unknown) => {
-              log.warn({ err, channel: channel.id }, 'the archived threads of a Discord channel could not be listed; those posted in while disconnected are not read back');
-              return [];
-            });
-            if (found === STALLED) log.warn({ channel: channel.id }, 'the archived threads of a Discord channel were not listed in time; those posted in while disconnected are not read back');
-            return found === STALLED ? [] : found;
+            const found = await within(
+              listOne(channel),
+              Math.max(0, Math.min(ARCHIVED_WAIT_MS, until - Date.now())),
+              { channel: channel.id },
+              'the archived threads of a Discord channel could not be listed; those posted in while disconnected are not read back',
+              'the archived threads of a Discord channel were not listed in time; those posted in while disconnected are not read back',
+            );
+            return found ?? [];
           }),
         )),
       );
@@ -191,12 +203,14 @@ export function createCatchUp(deps: {
       // Discord (the same channel every time), each left out when Discord does not say it in time.
       const opening = Promise.all(
         people.slice(0, PEOPLE_AT_MOST).map(async (id) => {
-          const channel = await settledWithin(client.users.createDM(id), DMS_WAIT_MS).catch((err: unknown) => {
-            log.warn({ err, user: id }, 'the DM of a person who may write could not be opened to read it back');
-            return undefined;
-          });
-          if (channel === STALLED) log.warn({ user: id }, 'the DM of a person who may write was not opened in time; it is not read back');
-          return channel && channel !== STALLED ? { chat: channel.id } : undefined;
+          const channel = await within(
+            client.users.createDM(id),
+            DMS_WAIT_MS,
+            { user: id },
+            'the DM of a person who may write could not be opened to read it back',
+            'the DM of a person who may write was not opened in time; it is not read back',
+          );
+          return channel && { chat: channel.id };
         }),
       );
       const [recent, opened] = await Promise.all([history.recentChats(new Date(Date.now() - CHATS_ACTIVE_MS), CHATS_AT_MOST), opening]);
@@ -225,7 +239,8 @@ export function createCatchUp(deps: {
           return;
         }
         if (!planned || planned.chats.length === 0) return;
-        // Stopping meanwhile let what the pause held go (see drain): read back behind it, a chat would be out of order.
+        // Stopping meanwhile let what the pause held go (see drain): a chat or thread read back behind it would be out of
+        // order. So nothing is queued once stopping (here, after waiting for the guilds and after listing archived threads).
         if (deps.stopped()) return;
         const after = SnowflakeUtil.generate({ timestamp: planned.since }).toString();
         log.info({ chats: planned.chats.length, since: planned.since.toISOString() }, 'reading back what Discord chats got while disconnected');
@@ -237,15 +252,14 @@ export function createCatchUp(deps: {
             async () => {
               await ready;
               // Bounded: the chat's own events wait behind it (discord.js's REST tries a request for up to a minute).
-              const events = await settledWithin(missedIn(client, channelId, after, bot), READ_WAIT_MS).catch((err: unknown) => {
-                log.warn({ err, channel: channelId }, 'a Discord chat could not be read back for what was missed while disconnected');
-                return [];
-              });
-              if (events === STALLED) {
-                log.warn({ channel: channelId }, 'a Discord chat was not read back in time for what was missed while disconnected');
-                return [];
-              }
-              return events;
+              const events = await within(
+                missedIn(client, channelId, after, bot),
+                READ_WAIT_MS,
+                { channel: channelId },
+                'a Discord chat could not be read back for what was missed while disconnected',
+                'a Discord chat was not read back in time for what was missed while disconnected',
+              );
+              return events ?? [];
             },
             async (event) => {
               const result = await deps.handle(event);
@@ -259,7 +273,6 @@ export function createCatchUp(deps: {
         // guilds are in (each guild's active threads come with it), so what the session brings waits for them too.
         // Waiting costs a new process little: discord.js hands its first session's events over only once its guilds are in.
         await ready;
-        // Stopping meanwhile let what the pause held go (see drain): read back behind it, a thread would be out of order.
         if (deps.stopped()) return;
         try {
           const away = client.guilds.cache.filter((g) => !g.available).map((g) => g.id);
