@@ -18,6 +18,7 @@ import { createServer, request } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { execa } from 'execa';
 import postgres from 'postgres';
 import { TelegramServer } from 'telegram-test-api/lib/telegramServer.js';
 import { webhookSecret } from '../../connectors/telegram/index.ts';
@@ -565,13 +566,7 @@ async function underPerf(file: string, processes: Record<string, number>, fn: ()
   perf.kill('SIGINT');
   const code = await Promise.race([exited, spawnError]);
   if (code !== 0 && !/Captured and wrote/.test(said)) return `  (perf did not record: ${typeof code === 'string' ? code : said.trim().split('\n').pop()})`;
-  const report = await new Promise<string>((resolve) => {
-    const out = spawn('perf', ['report', '-i', file, '--stdio', '--no-children', '--sort', 'pid,dso', '--percent-limit', '0', '-g', 'none'], { stdio: ['ignore', 'pipe', 'ignore'] });
-    let text = '';
-    out.stdout!.on('data', (d: Buffer) => (text += d.toString()));
-    out.on('close', () => resolve(text));
-    out.on('error', () => resolve(''));
-  });
+  const { stdout: report } = await execa('perf', ['report', '-i', file, '--stdio', '--no-children', '--sort', 'pid,dso', '--percent-limit', '0', '-g', 'none'], { reject: false });
   const shares = new Map<string, { all: number; kernel: number }>();
   for (const line of report.split('\n')) {
     const m = /^\s*([\d.]+)%\s+(\d+):(\S+)\s+(.+?)\s*$/.exec(line);

@@ -133,12 +133,14 @@ export function createMessageStore(world: World, gateway: FakeGateway, attachmen
     );
   }
 
-  /** THREAD_UPDATE: a thread archived or unarchived. */
-  function announceThreadUpdate(thread: StoredChannel) {
+  /** A thread archived or unarchived now, with its THREAD_UPDATE. */
+  function setArchived(thread: StoredChannel, archived: boolean) {
+    thread.archived = archived;
+    thread.archived_at = Date.now();
     gateway.dispatch('THREAD_UPDATE', (session: GatewaySession) => (session.intents & Intent.Guilds ? world.channelObject(thread) : undefined));
   }
 
-  return { render, create, edit, remove, react, announceThread, announceThreadUpdate };
+  return { render, create, edit, remove, react, announceThread, setArchived };
 }
 
 export type MessageStore = ReturnType<typeof createMessageStore>;

@@ -122,11 +122,7 @@ export function createRoutes(ctx: RouteContext): Route[] {
     const channel = channelOf(req.params.channel);
     if (!channel || channel.type === ChannelKind.GuildCategory) return unknownChannel();
     // As Discord: a message sent in an archived thread (not locked) unarchives it; an edit or a reaction there is refused.
-    if (channel.archived) {
-      channel.archived = false;
-      channel.archived_at = Date.now();
-      store.announceThreadUpdate(channel);
-    }
+    if (channel.archived) store.setArchived(channel, false);
     const nonceKey = `${channel.id}:${req.body.nonce}`;
     if (req.body.enforce_nonce && req.body.nonce !== undefined && nonces.has(nonceKey)) {
       const earlier = world.messages.get(nonces.get(nonceKey)!);

@@ -302,9 +302,7 @@ export async function startFakeDiscord(options: FakeDiscordOptions = {}): Promis
     archiveThread(ref) {
       const thread = world.channel(ref);
       if (!world.isThread(thread)) throw new Error(`fake Discord: ${ref} is not a thread`);
-      thread.archived = true;
-      thread.archived_at = Date.now();
-      store.announceThreadUpdate(thread);
+      store.setArchived(thread, true);
     },
 
     sendGuildMessage(m) {
