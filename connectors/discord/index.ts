@@ -25,6 +25,7 @@ import { intentBits, MESSAGE_CONTENT_REFUSED } from './intents.ts';
 import { normalizeClick, normalizeMessage, normalizeReaction, type BotIdentity } from './normalize.ts';
 import { createDiscordSending } from './send.ts';
 import { createCatchUp } from './catch-up.ts';
+import { discordRestAgent } from './rest-agent.ts';
 import { storeInOrder } from './store.ts';
 
 export interface DiscordOptions {
@@ -65,6 +66,8 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
     return client.rest;
   };
   const sending = createDiscordSending({ client: () => client, rest, channels, log });
+  // Every client of this connector sends on it (see discordRestAgent).
+  const agent = discordRestAgent();
 
   function createClient(): Client {
     const next = new Client({
@@ -72,7 +75,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       // Channel: DMs arrive on channels discord.js has not cached (without it they are dropped). Message and
       // Reaction: edits and reactions of messages sent before this process started.
       partials: [Partials.Channel, Partials.Message, Partials.Reaction],
-      ...(api ? { rest: { api } } : {}),
+      rest: { ...(api ? { api } : {}), agent },
       allowedMentions: { parse: ['users'], repliedUser: true },
     });
     // A new session (not a resume) knows nothing of what was posted before it: read back first (see catch-up.ts).
@@ -236,6 +239,7 @@ export function createDiscordConnector(options: DiscordOptions): Connector {
       await starting;
       await queue.drain(5000);
       await client?.destroy();
+      await agent.close();
     },
 
     send: sending.send,

@@ -182,6 +182,28 @@ describe('Discord sending', () => {
     }
   });
 
+  it("sends files when another undici set the process's default dispatcher first (Slack's Socket Mode loads undici 7)", async () => {
+    // Whichever undici loads first in a process sets the default dispatcher every version shares; discord.js builds
+    // its uploads with its own, which another version's dispatcher cannot write ("action is not a function").
+    const shared = Symbol.for('undici.globalDispatcher.1');
+    const globals = globalThis as Record<symbol, unknown>;
+    const before = globals[shared];
+    const { Agent } = await import('undici');
+    globals[shared] = new Agent();
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'parlor-discord-files-'));
+    try {
+      const file = path.join(dir, 'notes.txt');
+      await fs.writeFile(file, 'the notes');
+      const sent = await h.connector.send({ chat: h.fake.dmChannel('ana'), text: 'the notes', files: [file] });
+      const message = h.fake.message(sent.ids[0])!;
+      expect(message.attachments.map((a: { filename: string }) => a.filename)).toEqual(['notes.txt']);
+    } finally {
+      await (globals[shared] as { close(): Promise<void> }).close();
+      globals[shared] = before;
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('sets reactions with Unicode and a server\'s own emoji, in a thread too', async () => {
     const asked = h.fake.sendGuildMessage({ channel: 'open', from: 'ana', content: 'react to this' });
     await until(() => botMessages('open').find((m) => m.content.endsWith('react to this')), 'the echo');
