@@ -125,7 +125,9 @@ export function createDiscordSending(deps: {
           await post(channelId, body, fileGroups[i] ?? [], ids, nonce);
         }
       } catch (err) {
-        throw toPlatformError(err, 'createMessage', ids.length > 0);
+        // A keyed message's parts go again with the nonces they had, which Discord answers with the messages it made:
+        // it can be tried again.
+        throw toPlatformError(err, 'createMessage', ids.length > 0 && !message.key);
       }
       return { ids };
     },

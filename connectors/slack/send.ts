@@ -96,7 +96,9 @@ export function createSlackSending(deps: {
             ...(blocks ? { blocks } : {}),
             ...(message.key ? { metadata: { event_type: METADATA_TYPE, event_payload: { key: message.key, part: i } } } : {}),
           }),
-        ids.length > 0,
+        // A keyed part is found in the chat by a resend, which posts only the rest: the message can be tried again
+        // (unless files went out first, which carry no key).
+        ids.length > 0 && !(message.key && !message.files?.length),
       );
       ids.push(String(sent.ts));
     }

@@ -24,6 +24,7 @@ import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { pollUpdates } from './polling.ts';
 import { createTelegramDraft, EDIT_LIMITS } from './draft.ts';
 import { createChatThrottle } from './throttle.ts';
+import { createUnfinishedSends } from '../shared/unfinished.ts';
 import { createBotApiFetch } from './fetch.ts';
 
 export interface TelegramOptions {
@@ -75,6 +76,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
   const log = options.log.child({ connector: 'telegram' });
   const api = createTelegramApi(options.token, options.apiRoot);
   const throttle = createChatThrottle();
+  const unfinished = createUnfinishedSends();
   let bot: BotIdentity | undefined;
   let polling: Promise<void> | undefined;
   let starting: Promise<void> | undefined;
@@ -216,7 +218,9 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     },
 
     async send(message: OutboundMessage): Promise<SentMessage> {
-      const ids: string[] = [];
+      // A retry of a message cut off after some of its parts (see UnfinishedSends) goes on where it stopped.
+      const done = unfinished.resume(message);
+      const ids: string[] = [...done.ids];
       const keyboard = message.buttons ? inlineKeyboard(message.buttons) : undefined;
       const files = message.files ?? [];
       // With files, the start of the text is the first file's caption (1024 at most); the rest follows as text.
@@ -246,12 +250,15 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
             return await plain();
           }
         } catch (err) {
-          throw toPlatformError(err, method, ids.length > 0);
+          // Telegram takes no key to find a part by: a retry goes on after the parts that are out, in this process.
+          const keep = unfinished.keep(message, ids, step - 1);
+          throw toPlatformError(err, method, ids.length > 0 && !keep);
         }
       };
 
       for (const [i, file] of files.entries()) {
         const common = optionsFor();
+        if (step <= done.steps) continue;
         const withCaption = i === 0 && caption;
         const photo = /\.(jpe?g|png|gif|webp)$/i.test(file);
         const method = photo ? 'sendPhoto' : 'sendDocument';
@@ -266,6 +273,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
       }
       for (const part of parts) {
         const common = optionsFor();
+        if (step <= done.steps) continue;
         const sent = await withFallback(
           'sendMessage',
           () => api.sendMessage(message.chat, part.html, { ...common, parse_mode: 'HTML' }),
@@ -273,6 +281,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
         );
         ids.push(String(sent.message_id));
       }
+      unfinished.finished(message);
       return { ids };
     },
 

@@ -150,6 +150,8 @@ export function createDiscordDriver(): PlatformDriver {
       // Only an interaction's answer is ephemeral on Discord; a reply to a message is the channel's.
       privateReplies: false,
       maxTextLength: 2000,
+      failingPosts: true,
+      idempotentPosts: true,
       ackDeadlineMs: 3000,
     },
     get model() {
@@ -282,6 +284,13 @@ export function createDiscordDriver(): PlatformDriver {
 
     ackTimings(): AckTiming[] {
       return [...messageAcks, ...clicks.map((c) => ({ kind: 'click' as const, ms: c.ms }))];
+    },
+
+    failPost({ after, applied }) {
+      const route = 'POST /channels/:id/messages';
+      if (after) fake.failNext(route, { slowMs: 0 }, after);
+      // discord.js tries a 5xx three more times itself.
+      fake.failNext(route, { status: 502, applied }, 4);
     },
 
     rejectNextMarkup() {

@@ -35,6 +35,10 @@ export interface DriverCapabilities {
   privateReplies: boolean;
   /** Longest message the platform shows. */
   maxTextLength: number;
+  /** A post can fail on the platform's side (a long answer goes out in several). */
+  failingPosts: boolean;
+  /** A post the platform made before its answer was lost is found again by a retry, not made twice (it takes a key). */
+  idempotentPosts: boolean;
   /** How soon the platform needs an event (a click above all) acknowledged. */
   ackDeadlineMs: number;
 }
@@ -125,6 +129,12 @@ export interface PlatformDriver {
   ackTimings(): AckTiming[];
   /** The platform rejects the markup of the bot's next message (drivers with `markup` only). */
   rejectNextMarkup(): void;
+  /**
+   * The bot's next post, once `after` more have gone out, fails as the platform (or the network to it) fails, past the
+   * retries of the platform's client library (drivers with `failingPosts`). `applied`: the platform made the message
+   * before its answer was lost (drivers with `idempotentPosts`).
+   */
+  failPost(options: { after: number; applied?: boolean }): void;
   /** Turns `"stream": true` (tools.jsonc) on or off for the persona, as loading its files with it would. */
   setStreaming(on: boolean): void;
   /** Resolves when the chat's conversation has nothing running or waiting. */

@@ -198,6 +198,24 @@ export const SCENARIOS: Scenario[] = [
       expect(squeeze(parts.map((p) => p.text).join('\n'))).toBe(squeeze(long));
     },
   },
+  ...[false, true].map((applied): Scenario => ({
+    name: applied
+      ? 'a long answer whose second part the platform made but whose answer was lost arrives whole, each part once'
+      : 'a long answer whose second part fails to go out arrives whole, each part once',
+    applies: (c) => c.failingPosts && (!applied || c.idempotentPosts),
+    async run(d) {
+      const long = Array.from({ length: 60 }, (_, i) => `Paragraph ${String(i).padStart(3, '0')}: ${'lorem ipsum '.repeat(7).trim()}.`).join('\n\n');
+      expect(long.length).toBeGreaterThan(d.capabilities.maxTextLength);
+      d.model.script({ text: long });
+      d.failPost({ after: 1, applied });
+      await d.dm('owner', 'write a lot');
+      await until(() => squeeze(d.sent('dm:owner').map((m) => m.text).join(' ')).length >= squeeze(long).length, () => `the whole answer${describeSent(d, 'dm:owner')}`);
+      await d.idle('dm:owner');
+      await sleep(QUIET_MS);
+      // Each part once, in order: nothing left out after the failure, and nothing that went out sent again.
+      expect(squeeze(d.sent('dm:owner').map((p) => p.text).join('\n'))).toBe(squeeze(long));
+    },
+  })),
   {
     name: 'markup the platform rejects is sent again as plain text, once, with nothing leaked',
     applies: (c) => c.markup,

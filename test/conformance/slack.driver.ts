@@ -96,6 +96,8 @@ export function createSlackDriver(mode: SlackMode): PlatformDriver {
       replyReferences: false,
       privateReplies: true,
       maxTextLength: 4000,
+      failingPosts: true,
+      idempotentPosts: true,
       ackDeadlineMs: 3000,
     },
     get model() {
@@ -196,6 +198,11 @@ export function createSlackDriver(mode: SlackMode): PlatformDriver {
 
     ackTimings(): AckTiming[] {
       return deliveries.filter((d) => d.delivery.acked).map((d) => ({ kind: d.kind, ms: d.delivery.latencyMs! }));
+    },
+
+    failPost({ after, applied }) {
+      // Parlor's poster has web-api retry nothing: a post whose answer was lost may be in the chat.
+      fake.failNext('chat.postMessage', { status: 503, after, afterDoing: applied });
     },
 
     rejectNextMarkup() {

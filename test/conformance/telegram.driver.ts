@@ -161,6 +161,8 @@ export function createTelegramDriver(): PlatformDriver {
       replyReferences: true,
       privateReplies: false,
       maxTextLength: 4096,
+      failingPosts: true,
+      idempotentPosts: false,
       // Telegram sets no hard limit, but the clicker's client spins until the answer: it must come at once.
       ackDeadlineMs: 3000,
     },
@@ -270,6 +272,12 @@ export function createTelegramDriver(): PlatformDriver {
         const found = acknowledgement(d);
         return found ? [{ kind: d.kind, ms: found.ack.at! - found.handout.at! }] : [];
       });
+    },
+
+    failPost({ after, applied }) {
+      if (applied) throw new Error('Telegram takes no key: a post whose answer was lost cannot be found again');
+      // grammY's auto-retry retries 429s and 5xx itself; a dropped connection comes back to Parlor at once.
+      api.failNext('sendMessage', 'drop', 1, after);
     },
 
     rejectNextMarkup() {

@@ -139,6 +139,8 @@ export function createTerminalDriver(): PlatformDriver {
       replyReferences: false,
       privateReplies: false,
       maxTextLength: 1_000_000,
+      failingPosts: false,
+      idempotentPosts: false,
       ackDeadlineMs: 3000,
     },
     get model() {
@@ -217,6 +219,10 @@ export function createTerminalDriver(): PlatformDriver {
 
     rejectNextMarkup() {
       throw new Error('the terminal parses no markup');
+    },
+
+    failPost() {
+      throw new Error('the terminal cannot fail a post');
     },
 
     setStreaming(on) {

@@ -67,6 +67,8 @@ export interface SlackFailure {
   times?: number;
   /** The method does its work first (the message is posted), then answers with the failure: the answer is lost. */
   afterDoing?: boolean;
+  /** That many calls of the method are answered as usual first. */
+  after?: number;
 }
 
 export interface SocketEnvelope {
@@ -227,9 +229,10 @@ export async function startFakeSlack(options: FakeSlackOptions = {}): Promise<Fa
     const call: SlackApiCall = { method, body, token, at: Date.now(), status: 200, response: {} };
     calls.push(call);
     const queue = failures.get(method);
-    const scripted = queue?.[0];
+    const first = queue?.[0];
+    const scripted = first?.after ? (first.after--, undefined) : first;
     if (scripted) {
-      if (!scripted.times || --scripted.times <= 0) queue.shift();
+      if (!scripted.times || --scripted.times <= 0) queue!.shift();
       call.status = scripted.status ?? (scripted.retryAfter !== undefined ? 429 : 200);
       const headers: Record<string, string> = scripted.retryAfter !== undefined ? { 'retry-after': String(scripted.retryAfter) } : {};
       if (scripted.afterDoing) workspace.methods[method]?.(body);

@@ -25,8 +25,11 @@ export interface FakeTelegram {
   unacknowledged(): number[];
   /** What downloading a file gives: its bytes, and a promise the download waits for (a slow file). */
   serveFile(fileId: string, file: { bytes?: string | Buffer; until?: Promise<unknown> }): void;
-  /** The next `times` calls of `method` get this reply instead of the default. */
-  failNext(method: string, reply: BotApiReply, times?: number): void;
+  /**
+   * The next `times` calls of `method` get this reply instead of the default ('drop': the connection is closed with
+   * no answer); with `after`, once that many more have been answered as usual.
+   */
+  failNext(method: string, reply: BotApiReply | 'drop', times?: number, after?: number): void;
   callsOf(method: string): BotApiCall[];
   close(): Promise<void>;
 }
@@ -85,7 +88,7 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
   let queued: { update_id: number }[] = [];
   const files = new Map<string, { bytes?: string | Buffer; until?: Promise<unknown> }>();
   const fileBytes = (fileId: string) => Buffer.from(files.get(fileId)?.bytes ?? 'fake file bytes');
-  const failures = new Map<string, BotApiReply[]>();
+  const failures = new Map<string, (BotApiReply | 'drop' | 'as usual')[]>();
   let messageId = 100;
   // Long polls waiting for updates.
   const pollers = new Set<() => void>();
@@ -106,7 +109,8 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     const body = await readBody(req);
     const call: BotApiCall = { method, body, at };
     calls.push(call);
-    const scripted = failures.get(method)?.shift() ?? (method === 'getMe' ? undefined : options.chaos?.(method, body));
+    const next = failures.get(method)?.shift();
+    const scripted = next === 'as usual' ? undefined : (next ?? (method === 'getMe' ? undefined : options.chaos?.(method, body)));
     if (scripted === 'drop') {
       call.result = 'dropped';
       return void req.socket.destroy();
@@ -163,8 +167,8 @@ export async function startFakeTelegram(options: FakeTelegramOptions = {}): Prom
     },
     unacknowledged: () => queued.map((u) => u.update_id),
     serveFile: (fileId, file) => void files.set(fileId, file),
-    failNext(method, reply, times = 1) {
-      failures.set(method, [...(failures.get(method) ?? []), ...Array.from({ length: times }, () => reply)]);
+    failNext(method, reply, times = 1, after = 0) {
+      failures.set(method, [...(failures.get(method) ?? []), ...Array.from({ length: after }, () => 'as usual' as const), ...Array.from({ length: times }, () => reply)]);
     },
     callsOf: (method) => calls.filter((c) => c.method === method),
     close: () =>
