@@ -8,6 +8,7 @@ import { slackEmojiName } from './emoji.ts';
 import { formatForSlack, SECTION_LIMIT, type FormattedPart } from './format.ts';
 import { shareTs } from './files.ts';
 import { slackErrorCode, toPlatformError } from './web-api.ts';
+import { createUnfinishedSends } from '../shared/unfinished.ts';
 
 const isDmChannel = (channel: string) => channel.startsWith('D');
 /** The metadata each posted part carries: the outbound row's key and the part's index, so a resend finds it. */
@@ -28,6 +29,8 @@ export function createSlackSending(deps: {
 }): SlackSending {
   const { client, poster, log } = deps;
   const dmChannels = new Map<string, string>();
+  // Files carry no key a resend could find them by: a retry in this process goes on after those that went out.
+  const unfinished = createUnfinishedSends();
 
   /** A user id (a persona's primary, `to: "U…"`) is posted to in the bot's DM with them; channel ids as they are. */
   async function channelFor(chat: string): Promise<string> {
@@ -96,9 +99,8 @@ export function createSlackSending(deps: {
             ...(blocks ? { blocks } : {}),
             ...(message.key ? { metadata: { event_type: METADATA_TYPE, event_payload: { key: message.key, part: i } } } : {}),
           }),
-        // A keyed part is found in the chat by a resend, which posts only the rest: the message can be tried again
-        // (unless files went out first, which carry no key).
-        ids.length > 0 && !(message.key && !message.files?.length),
+        // A keyed part is found in the chat by a resend, which posts only the rest: the message can be tried again.
+        ids.length > 0 && !message.key,
       );
       ids.push(String(sent.ts));
     }
@@ -130,11 +132,16 @@ export function createSlackSending(deps: {
       return { ids };
     }
     const files = message.files ?? [];
+    const uploadedBefore = unfinished.resume(message);
     let parts = partsFor(message.text, Boolean(message.buttons?.length));
     if (files.length) {
       // The first part of the text is the files' comment; the rest follows as messages.
       const comment = message.buttons?.length ? undefined : parts.shift();
       for (const [i, file] of files.entries()) {
+        if (i < uploadedBefore.steps) {
+          ids.push(uploadedBefore.ids[i]);
+          continue;
+        }
         const uploaded: any = await call(
           'files.uploadV2',
           () =>
@@ -145,13 +152,22 @@ export function createSlackSending(deps: {
               ...(i === 0 && comment?.source.trim() ? { initial_comment: comment.mrkdwn } : {}),
               ...(message.thread ? { thread_ts: message.thread } : {}),
             } as webApi.FilesUploadV2Arguments),
-          ids.length > 0,
-        );
+          ids.length > 0 && !message.key,
+        ).catch((err: unknown) => {
+          unfinished.keep(message, ids, i);
+          throw err;
+        });
         ids.push(shareTs(uploaded, channel) ?? String(uploaded.files?.[0]?.files?.[0]?.id ?? ''));
       }
       parts = parts.filter((p) => p.source.trim() || message.buttons?.length);
     }
-    await postParts(channel, parts, message, ids);
+    try {
+      await postParts(channel, parts, message, ids);
+    } catch (err) {
+      unfinished.keep(message, ids.slice(0, files.length), files.length);
+      throw err;
+    }
+    unfinished.finished(message);
     return { ids, ...(message.thread ? { thread: message.thread } : {}) };
   }
 

@@ -1,3 +1,6 @@
+import fs from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
 import { OWNER, OWNER_DM, startSlackHarness, type SlackHarness } from './slack-harness.ts';
@@ -70,4 +73,24 @@ it('a message a dead process was sending when it died, which Slack has, is not p
   const posted = h.fake.messages(OWNER_DM).filter((m) => m.text === 'posted as it died');
   expect(posted).toHaveLength(1);
   expect(done.platform_message_ids).toEqual([posted[0].ts]);
+});
+
+it('files that went out before a failure are not uploaded again by the retry, which goes on with the rest', async () => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'slack-resend-files-'));
+  try {
+    const files = ['one.txt', 'two.txt'].map((name) => path.join(dir, name));
+    for (const file of files) await fs.writeFile(file, `the ${path.basename(file)}`);
+    // The first file is shared; the second fails past web-api's own retries (two), with nothing shared.
+    h.fake.failNext('files.completeUploadExternal', { status: 503, after: 1, times: 3 });
+    const sent = await h.app.delivery.deliver({ dedupeKey: 'files-cut', connector: 'slack', chat: OWNER, text: `Two files. ${'more words. '.repeat(400)}`, files });
+    expect(sent).toMatchObject({ status: 'sent' });
+    const shared = h.fake.messages(OWNER_DM).filter((m) => m.files?.length);
+    expect(shared.map((m) => m.files!.map((f: { name: string }) => f.name))).toEqual([['one.txt'], ['two.txt']]);
+    // The text's first part is the first file's comment; the rest follows, once.
+    const ours = h.fake.messages(OWNER_DM).filter((m) => /Two files|more words/.test(m.text ?? ''));
+    expect(ours.map((m) => (m.files?.length ? 'share' : 'text'))).toEqual(['share', 'text']);
+    expect((sent as { ids: string[] }).ids.slice(0, 2)).toEqual(shared.map((m) => m.ts));
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
 });
