@@ -353,10 +353,16 @@ export async function runFaults(config: FaultConfig): Promise<FaultReport> {
         world.discord.failNext('POST /channels/:id/messages', { status: 500, applied: true }, 1);
       } else if (r < 0.62) {
         if (platforms.discord.disconnect()) count('discord gateway dropped');
-      } else if (r < 0.72) {
+      } else if (r < 0.7) {
         count('slack 429');
         world.slack.failNext('chat.postMessage', { retryAfter: 1, times: 3 });
-      } else if (r < 0.78) {
+      } else if (r < 0.74) {
+        count('slack 5xx');
+        world.slack.failNext('chat.postMessage', { status: 503, times: 2 });
+      } else if (r < 0.77) {
+        count('slack 5xx after posting');
+        world.slack.failNext('chat.postMessage', { status: 500, afterDoing: true });
+      } else if (r < 0.82) {
         if (platforms.slack.disconnect()) count('slack socket dropped');
       } else {
         const platform = Object.values(platforms)[Math.floor(rand() * 3)];
