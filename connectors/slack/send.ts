@@ -29,7 +29,7 @@ export function createSlackSending(deps: {
 }): SlackSending {
   const { client, poster, log } = deps;
   const dmChannels = new Map<string, string>();
-  // Files carry no key a resend could find them by: a retry in this process goes on after those that went out.
+  // Messages cut off here, for their retries (see send).
   const unfinished = createUnfinishedSends();
 
   /** A user id (a persona's primary, `to: "U…"`) is posted to in the bot's DM with them; channel ids as they are. */
@@ -75,10 +75,12 @@ export function createSlackSending(deps: {
     return found;
   }
 
-  async function postParts(channel: string, parts: FormattedPart[], message: OutboundMessage, ids: string[]) {
+  /** Posts `parts` from the `from`th on (those before went out, their ids in `ids`). */
+  async function postParts(channel: string, parts: FormattedPart[], message: OutboundMessage, ids: string[], from: number) {
     const buttons = message.buttons?.length ? message.buttons : undefined;
-    const posted = message.resend ? await partsPosted(channel, message) : new Map<number, string>();
+    const posted = message.resend && from < parts.length ? await partsPosted(channel, message) : new Map<number, string>();
     for (const [i, part] of parts.entries()) {
+      if (i < from) continue;
       const already = posted.get(i);
       if (already) {
         ids.push(already);
@@ -132,16 +134,18 @@ export function createSlackSending(deps: {
       return { ids };
     }
     const files = message.files ?? [];
-    const uploadedBefore = unfinished.resume(message);
     let parts = partsFor(message.text, Boolean(message.buttons?.length));
-    if (files.length) {
-      // The first part of the text is the files' comment; the rest follows as messages.
-      const comment = message.buttons?.length ? undefined : parts.shift();
+    // The first part of the text is the files' comment; the rest follows as messages.
+    const comment = files.length && !message.buttons?.length ? parts.shift() : undefined;
+    if (files.length) parts = parts.filter((p) => p.source.trim() || message.buttons?.length);
+    // A retry in this process goes on after what went out: files carry no key a resend could find them by, and a
+    // long thread hides its parts from the lookup by key.
+    const steps = files.length + parts.length;
+    ids.push(...unfinished.resume(message, steps));
+    const done = ids.length;
+    try {
       for (const [i, file] of files.entries()) {
-        if (i < uploadedBefore.steps) {
-          ids.push(uploadedBefore.ids[i]);
-          continue;
-        }
+        if (i < done) continue;
         const uploaded: any = await call(
           'files.uploadV2',
           () =>
@@ -153,18 +157,12 @@ export function createSlackSending(deps: {
               ...(message.thread ? { thread_ts: message.thread } : {}),
             } as webApi.FilesUploadV2Arguments),
           ids.length > 0 && !message.key,
-        ).catch((err: unknown) => {
-          unfinished.keep(message, ids, i);
-          throw err;
-        });
+        );
         ids.push(shareTs(uploaded, channel) ?? String(uploaded.files?.[0]?.files?.[0]?.id ?? ''));
       }
-      parts = parts.filter((p) => p.source.trim() || message.buttons?.length);
-    }
-    try {
-      await postParts(channel, parts, message, ids);
+      await postParts(channel, parts, message, ids, Math.max(0, done - files.length));
     } catch (err) {
-      unfinished.keep(message, ids.slice(0, files.length), files.length);
+      unfinished.keep(message, ids, steps);
       throw err;
     }
     unfinished.finished(message);

@@ -218,9 +218,6 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
     },
 
     async send(message: OutboundMessage): Promise<SentMessage> {
-      // A retry of a message cut off after some of its parts (see UnfinishedSends) goes on where it stopped.
-      const done = unfinished.resume(message);
-      const ids: string[] = [...done.ids];
       const keyboard = message.buttons ? inlineKeyboard(message.buttons) : undefined;
       const files = message.files ?? [];
       // With files, the start of the text is the first file's caption (1024 at most); the rest follows as text.
@@ -228,6 +225,9 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
       const caption = files.length && pieces[0] ? formatForTelegram(pieces[0], CAPTION_LIMIT)[0] : undefined;
       const parts = formatForTelegram(files.length ? pieces.slice(1).join('\n\n') : message.text);
       const steps = files.length + parts.length;
+      // A retry of a message cut off after some of its parts (see UnfinishedSends) goes on where it stopped.
+      const ids: string[] = [...unfinished.resume(message, steps)];
+      const done = ids.length;
       let step = 0;
       const optionsFor = () => {
         const i = step++;
@@ -251,14 +251,14 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
           }
         } catch (err) {
           // Telegram takes no key to find a part by: a retry goes on after the parts that are out, in this process.
-          const keep = unfinished.keep(message, ids, step - 1);
-          throw toPlatformError(err, method, ids.length > 0 && !keep);
+          unfinished.keep(message, ids, steps);
+          throw toPlatformError(err, method, ids.length > 0 && !message.key);
         }
       };
 
       for (const [i, file] of files.entries()) {
         const common = optionsFor();
-        if (step <= done.steps) continue;
+        if (step <= done) continue;
         const withCaption = i === 0 && caption;
         const photo = /\.(jpe?g|png|gif|webp)$/i.test(file);
         const method = photo ? 'sendPhoto' : 'sendDocument';
@@ -273,7 +273,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
       }
       for (const part of parts) {
         const common = optionsFor();
-        if (step <= done.steps) continue;
+        if (step <= done) continue;
         const sent = await withFallback(
           'sendMessage',
           () => api.sendMessage(message.chat, part.html, { ...common, parse_mode: 'HTML' }),

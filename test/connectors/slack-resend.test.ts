@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, beforeEach, expect, it } from 'vitest';
 import { sql } from 'drizzle-orm';
-import { OWNER, OWNER_DM, startSlackHarness, type SlackHarness } from './slack-harness.ts';
+import { OWNER, OWNER_DM, TEAM, startSlackHarness, type SlackHarness } from './slack-harness.ts';
 import { until } from '../support/until.ts';
 
 // Slack takes no idempotency key, so each part Parlor posts carries its outbound row's key in the message metadata.
@@ -93,4 +93,16 @@ it('files that went out before a failure are not uploaded again by the retry, wh
   } finally {
     await fs.rm(dir, { recursive: true, force: true });
   }
+});
+
+it('a long message cut off in a thread too long to look through is finished from where it stopped, each part once', async () => {
+  // Slack lists a thread oldest first: past 200 replies, a lookup by key no longer sees what was just posted.
+  const root = (await h.connector.send({ chat: TEAM, text: 'a busy thread' })).ids[0];
+  for (let i = 0; i < 210; i++) await h.connector.send({ chat: TEAM, thread: root, text: `reply ${i}` });
+  const text = `${'opening part. '.repeat(300)}\n\n${'closing part. '.repeat(100)}`;
+  h.fake.failNext('chat.postMessage', { status: 503, after: 1 });
+  const sent = await h.app.delivery.deliver({ dedupeKey: 'long-thread', connector: 'slack', chat: TEAM, thread: root, text });
+  expect(sent).toMatchObject({ status: 'sent' });
+  const keyed = h.fake.messages(TEAM).filter((m) => /opening part|closing part/.test(m.text ?? ''));
+  expect(keyed.map((m) => m.metadata?.event_payload?.part)).toEqual([0, 1]);
 });
