@@ -24,6 +24,8 @@ export function createReplyToOriginTool(): Tool<Args> {
     },
     contexts: ['wake', 'cron', 'heartbeat'],
     timeoutMs: 150_000,
+    // One reply a turn, keyed by the turn in the ledger: run again, it sends what did not go out, and nothing twice.
+    resumable: () => true,
     async run(args, ctx) {
       const target = ctx.replyTarget ?? primaryTarget(ctx.persona);
       if (!target) return 'error: this turn has no chat to reply to, and no "primary" is set in connectors.jsonc; use send_message with connector and to';

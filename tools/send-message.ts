@@ -65,6 +65,9 @@ export function createSendMessageTool(options: SendMessageOptions = {}): Tool<Ar
       },
     },
     timeoutMs: 150_000,
+    // A text is keyed by the turn and itself in the ledger: run again, it goes out if it did not, and never twice. Files
+    // are copied afresh each time, under new names.
+    resumable: (args) => !args.files?.length,
     async run(args, ctx) {
       const target = resolveTarget(args, ctx);
       if ('error' in target) return `error: ${target.error}`;

@@ -86,6 +86,75 @@ describe('the database going away during a turn', () => {
     }
   }, 40_000);
 
+  it("a reminder's reply that fails while the database is away goes out once it is back, once, and the model is not told it failed", async () => {
+    // The reply's row in the ledger cannot be written the first time (the database went away as reply_to_origin ran).
+    await h.query(sql`create sequence if not exists blip_reply_tries`);
+    await h.query(sql`create or replace function blip_reply() returns trigger language plpgsql as $$
+      begin
+        if new.text = 'time to stretch' and nextval('blip_reply_tries') = 1 then
+          raise exception 'terminating connection due to administrator command' using errcode = '57P01';
+        end if;
+        return new;
+      end $$`);
+    await h.query(sql`create trigger blip_reply before insert on outbound_messages for each row execute function blip_reply()`);
+    try {
+      const results: string[] = [];
+      h.fake.setDefault((req) => {
+        const messages: { role: string; content: unknown }[] = req.body.messages;
+        const last = messages[messages.length - 1];
+        if (req.lastUserText.startsWith('[reminder')) {
+          if (last.role !== 'tool') return { toolCalls: [{ name: 'reply_to_origin', arguments: { text: 'time to stretch' } }] };
+          results.push(String(last.content));
+          return { toolCalls: [{ name: 'end_task', arguments: { status: 'ok' } }] };
+        }
+        if (last.role === 'tool') return { text: 'I will remind you.' };
+        return { toolCalls: [{ name: 'remind', arguments: { action: 'remind', name: 'stretch', prompt: 'stretch', in_seconds: 1 } }] };
+      });
+      const before = h.chat.sent.length;
+      await h.chat.inject({ text: 'remind me in a second' });
+      await h.chat.waitForSent(before + 2, 20_000);
+      await h.app.waitForIdle('testy:chat:u1');
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['I will remind you.', 'time to stretch']);
+      expect(results).toHaveLength(1);
+      expect(results[0]).not.toMatch(/crashed|failed/);
+    } finally {
+      await h.query(sql`drop trigger blip_reply on outbound_messages`);
+    }
+  }, 40_000);
+
+  it('a message send_message sends while the database is away goes out once it is back, once', async () => {
+    await h.query(sql`create sequence if not exists blip_send_tries`);
+    await h.query(sql`create or replace function blip_send() returns trigger language plpgsql as $$
+      begin
+        if new.text = 'a note now' and nextval('blip_send_tries') = 1 then
+          raise exception 'terminating connection due to administrator command' using errcode = '57P01';
+        end if;
+        return new;
+      end $$`);
+    await h.query(sql`create trigger blip_send before insert on outbound_messages for each row execute function blip_send()`);
+    try {
+      const results: string[] = [];
+      h.fake.setDefault((req) => {
+        const messages: { role: string; content: unknown }[] = req.body.messages;
+        const last = messages[messages.length - 1];
+        if (last.role !== 'tool') return { toolCalls: [{ name: 'send_message', arguments: { text: 'a note now' } }] };
+        results.push(String(last.content));
+        return { text: 'done' };
+      });
+      const before = h.chat.sent.length;
+      await h.chat.inject({ text: 'send me a note' });
+      await h.chat.waitForSent(before + 2, 20_000);
+      await h.app.waitForIdle('testy:chat:u1');
+      await new Promise((r) => setTimeout(r, 1000));
+      expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['a note now', 'done']);
+      expect(results).toHaveLength(1);
+      expect(results[0]).not.toMatch(/crashed|failed/);
+    } finally {
+      await h.query(sql`drop trigger blip_send on outbound_messages`);
+    }
+  }, 40_000);
+
   it('a turn whose start the database lost (a crash before its asynchronous commit reached the disk) sends nothing, and the message is answered once', async () => {
     let calls = 0;
     h.fake.setDefault(async (req) => {
