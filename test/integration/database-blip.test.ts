@@ -23,6 +23,25 @@ function answerAfterCuttingOnce(word: string): void {
   });
 }
 
+/**
+ * The ledger row of a message whose text is LIKE `pattern` cannot be written the first time, as if the database went
+ * away just then; a sequence counts the tries, since the failed statement's own writes are rolled back. Returns what
+ * undoes it.
+ */
+async function failFirstLedgerWrite(name: string, pattern: string): Promise<() => Promise<void>> {
+  const [tries, fn, trigger] = [`${name}_tries`, `${name}_fn`, name].map((n) => sql.raw(n));
+  await h.query(sql`create sequence if not exists ${tries}`);
+  await h.query(sql`create or replace function ${fn}() returns trigger language plpgsql as $$
+    begin
+      if new.text like ${sql.raw(`'${pattern}'`)} and nextval('${tries}') = 1 then
+        raise exception 'terminating connection due to administrator command' using errcode = '57P01';
+      end if;
+      return new;
+    end $$`);
+  await h.query(sql`create trigger ${trigger} before insert on outbound_messages for each row execute function ${fn}()`);
+  return () => h.query(sql`drop trigger ${trigger} on outbound_messages`).then(() => undefined);
+}
+
 describe('the database going away during a turn', () => {
   it('the turn carries on when it is back, and the person gets one answer and no apology', async () => {
     answerAfterCuttingOnce('echo');
@@ -60,17 +79,8 @@ describe('the database going away during a turn', () => {
   }, 40_000);
 
   it('a turn that had answered when the database went away sends that answer, and does not ask the model again', async () => {
-    // The reply's row in the ledger cannot be written once (as if the database went away between the answer and it);
-    // a sequence counts the tries, since the failed statement's own writes are rolled back.
-    await h.query(sql`create sequence if not exists blip_tries`);
-    await h.query(sql`create or replace function blip_outbound() returns trigger language plpgsql as $$
-      begin
-        if new.text like 'answer %' and nextval('blip_tries') = 1 then
-          raise exception 'terminating connection due to administrator command' using errcode = '57P01';
-        end if;
-        return new;
-      end $$`);
-    await h.query(sql`create trigger blip_outbound before insert on outbound_messages for each row execute function blip_outbound()`);
+    // The reply's row in the ledger cannot be written once (as if the database went away between the answer and it).
+    const undo = await failFirstLedgerWrite('blip_answer', 'answer %');
     try {
       let calls = 0;
       h.fake.setDefault((req) => ({ text: `answer ${++calls}: ${req.lastUserText}` }));
@@ -82,21 +92,13 @@ describe('the database going away during a turn', () => {
       expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['answer 1: still there']);
       expect(calls).toBe(1);
     } finally {
-      await h.query(sql`drop trigger blip_outbound on outbound_messages`);
+      await undo();
     }
   }, 40_000);
 
   it("a reminder's reply that fails while the database is away goes out once it is back, once, and the model is not told it failed", async () => {
     // The reply's row in the ledger cannot be written the first time (the database went away as reply_to_origin ran).
-    await h.query(sql`create sequence if not exists blip_reply_tries`);
-    await h.query(sql`create or replace function blip_reply() returns trigger language plpgsql as $$
-      begin
-        if new.text = 'time to stretch' and nextval('blip_reply_tries') = 1 then
-          raise exception 'terminating connection due to administrator command' using errcode = '57P01';
-        end if;
-        return new;
-      end $$`);
-    await h.query(sql`create trigger blip_reply before insert on outbound_messages for each row execute function blip_reply()`);
+    const undo = await failFirstLedgerWrite('blip_reply', 'time to stretch');
     try {
       const results: string[] = [];
       h.fake.setDefault((req) => {
@@ -119,20 +121,12 @@ describe('the database going away during a turn', () => {
       expect(results).toHaveLength(1);
       expect(results[0]).not.toMatch(/crashed|failed/);
     } finally {
-      await h.query(sql`drop trigger blip_reply on outbound_messages`);
+      await undo();
     }
   }, 40_000);
 
   it('a message send_message sends while the database is away goes out once it is back, once', async () => {
-    await h.query(sql`create sequence if not exists blip_send_tries`);
-    await h.query(sql`create or replace function blip_send() returns trigger language plpgsql as $$
-      begin
-        if new.text = 'a note now' and nextval('blip_send_tries') = 1 then
-          raise exception 'terminating connection due to administrator command' using errcode = '57P01';
-        end if;
-        return new;
-      end $$`);
-    await h.query(sql`create trigger blip_send before insert on outbound_messages for each row execute function blip_send()`);
+    const undo = await failFirstLedgerWrite('blip_send', 'a note now');
     try {
       const results: string[] = [];
       h.fake.setDefault((req) => {
@@ -151,7 +145,7 @@ describe('the database going away during a turn', () => {
       expect(results).toHaveLength(1);
       expect(results[0]).not.toMatch(/crashed|failed/);
     } finally {
-      await h.query(sql`drop trigger blip_send on outbound_messages`);
+      await undo();
     }
   }, 40_000);
 
