@@ -14,6 +14,8 @@ const isDmChannel = (channel: string) => channel.startsWith('D');
 /** The metadata each posted part carries: the outbound row's key and the part's index, so a resend finds it. */
 const METADATA_TYPE = 'parlor_outbound';
 const isUserId = (id: string) => /^[UW][A-Z0-9]+$/.test(id);
+/** A resend looks through a thread's first 1,000 replies at most (five pages). */
+const LOOKUP_PAGES = 5;
 
 export type SlackSending = Required<Pick<Connector, 'send' | 'edit' | 'react' | 'draft'>>;
 
@@ -60,17 +62,23 @@ export function createSlackSending(deps: {
   async function partsPosted(channel: string, message: OutboundMessage): Promise<Map<number, string>> {
     const found = new Map<number, string>();
     if (!message.key) return found;
-    const listed: any = await call(
-      message.thread ? 'conversations.replies' : 'conversations.history',
-      () =>
-        message.thread
-          ? client.conversations.replies({ channel, ts: message.thread, limit: 200, include_all_metadata: true })
-          : client.conversations.history({ channel, limit: 100, include_all_metadata: true }),
-      false,
-    );
-    for (const m of listed.messages ?? []) {
-      const payload = m.metadata?.event_type === METADATA_TYPE ? m.metadata.event_payload : undefined;
-      if (payload?.key === message.key && Number.isInteger(payload.part)) found.set(payload.part, String(m.ts));
+    // A thread lists oldest first, so a busy one is read to its end; a channel lists newest first.
+    let cursor: string | undefined;
+    for (let pages = 0; pages < LOOKUP_PAGES; pages++) {
+      const listed: any = await call(
+        message.thread ? 'conversations.replies' : 'conversations.history',
+        () =>
+          message.thread
+            ? client.conversations.replies({ channel, ts: message.thread, limit: 200, include_all_metadata: true, ...(cursor ? { cursor } : {}) })
+            : client.conversations.history({ channel, limit: 100, include_all_metadata: true, ...(cursor ? { cursor } : {}) }),
+        false,
+      );
+      for (const m of listed.messages ?? []) {
+        const payload = m.metadata?.event_type === METADATA_TYPE ? m.metadata.event_payload : undefined;
+        if (payload?.key === message.key && Number.isInteger(payload.part)) found.set(payload.part, String(m.ts));
+      }
+      cursor = listed.response_metadata?.next_cursor || undefined;
+      if (!message.thread || !listed.has_more || !cursor) break;
     }
     return found;
   }

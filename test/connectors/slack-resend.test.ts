@@ -106,3 +106,20 @@ it('a long message cut off in a thread too long to look through is finished from
   const keyed = h.fake.messages(TEAM).filter((m) => /opening part|closing part/.test(m.text ?? ''));
   expect(keyed.map((m) => m.metadata?.event_payload?.part)).toEqual([0, 1]);
 });
+
+it('a message a dead process was posting in a busy thread, which Slack has, is found there and not posted again', async () => {
+  // Slack lists a thread oldest first, 200 at most a page: the part is past the first page.
+  const root = (await h.connector.send({ chat: TEAM, text: 'another busy thread' })).ids[0];
+  for (let i = 0; i < 230; i++) await h.connector.send({ chat: TEAM, thread: root, text: `busy ${i}` });
+  const [row] = (await h.app.database.db.execute(sql`insert into outbound_messages (dedupe_key, connector, chat, thread, text, status, claimed_at, claimed_by)
+    values ('died-in-thread', 'slack', ${TEAM}, ${root}, 'posted in the thread as it died', 'sending', now(), 'parlor:1:dead') returning id`)) as unknown as { id: number }[];
+  await h.connector.send({ chat: TEAM, thread: root, text: 'posted in the thread as it died', key: `outbound:${row.id}` });
+  await h.app.maintenance!.runOnce();
+  await h.app.maintenance!.runOnce();
+  await until(async () => {
+    const [r] = (await h.app.database.db.execute(sql`select status from outbound_messages where id = ${row.id}`)) as unknown as { status: string }[];
+    return r.status === 'sent';
+  }, 'the taken-over row to be sent');
+  expect(h.fake.messages(TEAM).filter((m) => m.text === 'posted in the thread as it died')).toHaveLength(1);
+  expect(h.fake.callsOf('conversations.replies').filter((c) => c.body.ts === root).length).toBeGreaterThanOrEqual(2);
+}, 30_000);

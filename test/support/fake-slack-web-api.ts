@@ -81,6 +81,13 @@ export interface ClickSpec {
 export type Reply = Record<string, any>;
 export const fail = (error: string, extra: Reply = {}): Reply => ({ ok: false, error, ...extra });
 
+/** A page of a listing, as Slack pages one: `limit` items from the opaque `cursor` on, and the cursor of the next. */
+function page<T>(items: readonly T[], limit: number, cursor: unknown, entry: (item: T) => Reply): Reply {
+  const from = Number(cursor) || 0;
+  const more = from + limit < items.length;
+  return { messages: items.slice(from, from + limit).map(entry), has_more: more, response_metadata: { next_cursor: more ? String(from + limit) : '' } };
+}
+
 /** Methods called with the app-level token (`xapp-…`); every other method wants the bot token. */
 const APP_TOKEN_METHODS = new Set(['apps.connections.open']);
 
@@ -246,9 +253,8 @@ export function createSlackWorkspace(config: {
       const messages = store
         .get(channel)!
         .filter((m) => !m.deleted && (!m.thread_ts || m.thread_ts === m.ts) && (body.oldest === undefined || Number(m.ts) > Number(body.oldest)))
-        .reverse()
-        .slice(0, limit);
-      return { ok: true, messages: messages.map((m) => historyEntry(m, bool(body.include_all_metadata) ?? false)), has_more: false };
+        .reverse();
+      return { ok: true, ...page(messages, limit, body.cursor, (m) => historyEntry(m, bool(body.include_all_metadata) ?? false)) };
     },
     // A thread: its root, then its replies, oldest first.
     'conversations.replies': (body) => {
@@ -257,7 +263,7 @@ export function createSlackWorkspace(config: {
       const root = findMessage(channel, body.ts);
       if (!root) return fail('thread_not_found');
       const messages = store.get(channel)!.filter((m) => !m.deleted && (m.ts === root.ts || m.thread_ts === root.ts));
-      return { ok: true, messages: messages.slice(0, Math.min(Number(body.limit ?? 1000) || 1000, 1000)).map((m) => historyEntry(m, bool(body.include_all_metadata) ?? false)), has_more: false };
+      return { ok: true, ...page(messages, Math.min(Number(body.limit ?? 1000) || 1000, 1000), body.cursor, (m) => historyEntry(m, bool(body.include_all_metadata) ?? false)) };
     },
     'conversations.info': (body) => {
       const channel = body.channel;
