@@ -54,18 +54,27 @@ it('a long message cut off after its first part is finished with the rest, each 
   expect((sent as { ids: string[] }).ids).toEqual(keyed.map((m) => m.ts));
 });
 
-it('a message a dead process was sending when it died, which Slack has, is not posted again when taken over', async () => {
-  // The dead process's row, and what it had posted before it died.
-  const [row] = (await h.app.database.db.execute(sql`insert into outbound_messages (dedupe_key, connector, chat, text, status, claimed_at, claimed_by)
-    values ('died-sending', 'slack', ${OWNER}, 'posted as it died', 'sending', now(), 'parlor:1:dead') returning id`)) as unknown as { id: number }[];
-  await h.connector.send({ chat: OWNER, text: 'posted as it died', key: `outbound:${row.id}` });
+/**
+ * A process died sending a message, after Slack took it: its row is left 'sending' by a session that is gone, and the
+ * message is in the chat with its key. The maintenance sweep hands the row on; returns its id once it is sent.
+ */
+async function diedSending(message: { dedupeKey: string; chat: string; thread?: string; text: string }): Promise<number> {
+  const [row] = (await h.app.database.db.execute(sql`insert into outbound_messages (dedupe_key, connector, chat, thread, text, status, claimed_at, claimed_by)
+    values (${message.dedupeKey}, 'slack', ${message.chat}, ${message.thread ?? null}, ${message.text}, 'sending', now(), 'parlor:1:dead') returning id`)) as unknown as { id: number }[];
+  await h.connector.send({ chat: message.chat, thread: message.thread, text: message.text, key: `outbound:${row.id}` });
+  // Seen gone twice, a pass apart.
   await h.app.maintenance!.runOnce();
   await h.app.maintenance!.runOnce();
   await until(async () => {
     const [r] = (await h.app.database.db.execute(sql`select status from outbound_messages where id = ${row.id}`)) as unknown as { status: string }[];
     return r.status === 'sent';
   }, 'the taken-over row to be sent');
-  const [done] = (await h.app.database.db.execute(sql`select resends, platform_message_ids from outbound_messages where id = ${row.id}`)) as unknown as {
+  return row.id;
+}
+
+it('a message a dead process was sending when it died, which Slack has, is not posted again when taken over', async () => {
+  const id = await diedSending({ dedupeKey: 'died-sending', chat: OWNER, text: 'posted as it died' });
+  const [done] = (await h.app.database.db.execute(sql`select resends, platform_message_ids from outbound_messages where id = ${id}`)) as unknown as {
     resends: number;
     platform_message_ids: string[];
   }[];
@@ -111,15 +120,7 @@ it('a message a dead process was posting in a busy thread, which Slack has, is f
   // Slack lists a thread oldest first, 200 at most a page: the part is past the first page.
   const root = (await h.connector.send({ chat: TEAM, text: 'another busy thread' })).ids[0];
   for (let i = 0; i < 230; i++) await h.connector.send({ chat: TEAM, thread: root, text: `busy ${i}` });
-  const [row] = (await h.app.database.db.execute(sql`insert into outbound_messages (dedupe_key, connector, chat, thread, text, status, claimed_at, claimed_by)
-    values ('died-in-thread', 'slack', ${TEAM}, ${root}, 'posted in the thread as it died', 'sending', now(), 'parlor:1:dead') returning id`)) as unknown as { id: number }[];
-  await h.connector.send({ chat: TEAM, thread: root, text: 'posted in the thread as it died', key: `outbound:${row.id}` });
-  await h.app.maintenance!.runOnce();
-  await h.app.maintenance!.runOnce();
-  await until(async () => {
-    const [r] = (await h.app.database.db.execute(sql`select status from outbound_messages where id = ${row.id}`)) as unknown as { status: string }[];
-    return r.status === 'sent';
-  }, 'the taken-over row to be sent');
+  await diedSending({ dedupeKey: 'died-in-thread', chat: TEAM, thread: root, text: 'posted in the thread as it died' });
   expect(h.fake.messages(TEAM).filter((m) => m.text === 'posted in the thread as it died')).toHaveLength(1);
   expect(h.fake.callsOf('conversations.replies').filter((c) => c.body.ts === root).length).toBeGreaterThanOrEqual(2);
 }, 30_000);
