@@ -42,6 +42,16 @@ async function failFirstLedgerWrite(name: string, pattern: string): Promise<() =
   return () => h.query(sql`drop trigger ${trigger} on outbound_messages`).then(() => undefined);
 }
 
+/** The person sends `text`; what the chat gets: `count` messages, and whatever more came a second after the turn ended. */
+async function answersTo(text: string, count: number): Promise<string[]> {
+  const before = h.chat.sent.length;
+  await h.chat.inject({ text });
+  await h.chat.waitForSent(before + count, 20_000);
+  await h.app.waitForIdle('testy:chat:u1');
+  await new Promise((r) => setTimeout(r, 1000));
+  return h.chat.sent.slice(before).map((m) => m.text);
+}
+
 describe('the database going away during a turn', () => {
   it('the turn carries on when it is back, and the person gets one answer and no apology', async () => {
     answerAfterCuttingOnce('echo');
@@ -84,12 +94,7 @@ describe('the database going away during a turn', () => {
     try {
       let calls = 0;
       h.fake.setDefault((req) => ({ text: `answer ${++calls}: ${req.lastUserText}` }));
-      const before = h.chat.sent.length;
-      await h.chat.inject({ text: 'still there' });
-      await h.chat.waitForSent(before + 1, 20_000);
-      await h.app.waitForIdle('testy:chat:u1');
-      await new Promise((r) => setTimeout(r, 1000));
-      expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['answer 1: still there']);
+      expect(await answersTo('still there', 1)).toEqual(['answer 1: still there']);
       expect(calls).toBe(1);
     } finally {
       await undo();
@@ -112,12 +117,7 @@ describe('the database going away during a turn', () => {
         if (last.role === 'tool') return { text: 'I will remind you.' };
         return { toolCalls: [{ name: 'remind', arguments: { action: 'remind', name: 'stretch', prompt: 'stretch', in_seconds: 1 } }] };
       });
-      const before = h.chat.sent.length;
-      await h.chat.inject({ text: 'remind me in a second' });
-      await h.chat.waitForSent(before + 2, 20_000);
-      await h.app.waitForIdle('testy:chat:u1');
-      await new Promise((r) => setTimeout(r, 1000));
-      expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['I will remind you.', 'time to stretch']);
+      expect(await answersTo('remind me in a second', 2)).toEqual(['I will remind you.', 'time to stretch']);
       expect(results).toHaveLength(1);
       expect(results[0]).not.toMatch(/crashed|failed/);
     } finally {
@@ -136,12 +136,7 @@ describe('the database going away during a turn', () => {
         results.push(String(last.content));
         return { text: 'done' };
       });
-      const before = h.chat.sent.length;
-      await h.chat.inject({ text: 'send me a note' });
-      await h.chat.waitForSent(before + 2, 20_000);
-      await h.app.waitForIdle('testy:chat:u1');
-      await new Promise((r) => setTimeout(r, 1000));
-      expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['a note now', 'done']);
+      expect(await answersTo('send me a note', 2)).toEqual(['a note now', 'done']);
       expect(results).toHaveLength(1);
       expect(results[0]).not.toMatch(/crashed|failed/);
     } finally {
@@ -159,12 +154,7 @@ describe('the database going away during a turn', () => {
       }
       return { text: `answer ${calls}: ${req.lastUserText}` };
     });
-    const before = h.chat.sent.length;
-    await h.chat.inject({ text: 'lost start' });
-    await h.chat.waitForSent(before + 1, 20_000);
-    await h.app.waitForIdle('testy:chat:u1');
-    await new Promise((r) => setTimeout(r, 1000));
-    expect(h.chat.sent.slice(before).map((m) => m.text)).toEqual(['answer 2: lost start']);
+    expect(await answersTo('lost start', 1)).toEqual(['answer 2: lost start']);
     expect(calls).toBe(2);
     const answered = await h.query<{ n: number }>(sql`select count(*)::int as n from messages where conversation_id = 'testy:chat:u1' and content->>'content' like 'answer _: lost start'`);
     expect(answered[0].n).toBe(1);
