@@ -7,6 +7,7 @@ import { PlatformError, type Connector, type OutboundMessage, type SentMessage }
 import { componentsFor } from './components.ts';
 import { createDiscordDraft } from './draft.ts';
 import { describe, refusesContent, toPlatformError } from './errors.ts';
+import { cutOffForGood } from '../shared/unfinished.ts';
 import { formatForDiscord, plainForDiscord } from './format.ts';
 
 /** Model text never pings @everyone, @here or a role; people named by `<@id>` and the replied-to author may be. */
@@ -127,7 +128,7 @@ export function createDiscordSending(deps: {
       } catch (err) {
         // A keyed message's parts go again with the nonces they had, which Discord answers with the messages it made:
         // it can be tried again.
-        throw toPlatformError(err, 'createMessage', ids.length > 0 && !message.key);
+        throw toPlatformError(err, 'createMessage', cutOffForGood(message, ids));
       }
       return { ids };
     },

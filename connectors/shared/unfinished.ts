@@ -2,6 +2,12 @@
 import { createHash } from 'node:crypto';
 import type { OutboundMessage } from '#src/connector.ts';
 
+/**
+ * Whether a failure of `message` after the parts that gave `ids` is final: some went out, and without a key nothing can
+ * find them again, so a retry would repeat them. A keyed message is tried again, from what went out.
+ */
+export const cutOffForGood = (message: OutboundMessage, ids: readonly string[]): boolean => ids.length > 0 && !message.key;
+
 /** At most this many messages are remembered; the oldest is forgotten first. */
 const LIMIT = 500;
 

@@ -8,7 +8,7 @@ import { slackEmojiName } from './emoji.ts';
 import { formatForSlack, SECTION_LIMIT, type FormattedPart } from './format.ts';
 import { shareTs } from './files.ts';
 import { slackErrorCode, toPlatformError } from './web-api.ts';
-import { createUnfinishedSends } from '../shared/unfinished.ts';
+import { createUnfinishedSends, cutOffForGood } from '../shared/unfinished.ts';
 
 const isDmChannel = (channel: string) => channel.startsWith('D');
 /** The metadata each posted part carries: the outbound row's key and the part's index, so a resend finds it. */
@@ -110,7 +110,7 @@ export function createSlackSending(deps: {
             ...(message.key ? { metadata: { event_type: METADATA_TYPE, event_payload: { key: message.key, part: i } } } : {}),
           }),
         // A keyed part is found in the chat by a resend, which posts only the rest: the message can be tried again.
-        ids.length > 0 && !message.key,
+        cutOffForGood(message, ids),
       );
       ids.push(String(sent.ts));
     }
@@ -164,7 +164,7 @@ export function createSlackSending(deps: {
               ...(i === 0 && comment?.source.trim() ? { initial_comment: comment.mrkdwn } : {}),
               ...(message.thread ? { thread_ts: message.thread } : {}),
             } as webApi.FilesUploadV2Arguments),
-          ids.length > 0 && !message.key,
+          cutOffForGood(message, ids),
         );
         ids.push(shareTs(uploaded, channel) ?? String(uploaded.files?.[0]?.files?.[0]?.id ?? ''));
       }

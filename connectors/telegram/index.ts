@@ -24,7 +24,7 @@ import { normalizeUpdate, type BotIdentity } from './normalize.ts';
 import { pollUpdates } from './polling.ts';
 import { createTelegramDraft, EDIT_LIMITS } from './draft.ts';
 import { createChatThrottle } from './throttle.ts';
-import { createUnfinishedSends } from '../shared/unfinished.ts';
+import { createUnfinishedSends, cutOffForGood } from '../shared/unfinished.ts';
 import { createBotApiFetch } from './fetch.ts';
 
 export interface TelegramOptions {
@@ -252,7 +252,7 @@ export function createTelegramConnector(options: TelegramOptions): Connector {
         } catch (err) {
           // Telegram takes no key to find a part by: a retry goes on after the parts that are out, in this process.
           unfinished.keep(message, ids, steps);
-          throw toPlatformError(err, method, ids.length > 0 && !message.key);
+          throw toPlatformError(err, method, cutOffForGood(message, ids));
         }
       };
 
