@@ -58,6 +58,17 @@ const COMPLETE_RETRY_MS = 20_000;
  * for several turns costs about what a fetch for one does, and a turn that waited in a queue waits a moment longer.
  */
 const GATHER_MS = 20;
+/**
+ * A place freed while jobs wait goes to a user job this process stored (its turn's start takes it from the queue: one
+ * statement, where a fetch is one for the job and another for its start), unless the workers have not fetched for this
+ * long: then to a fetch, which takes the queue's oldest wherever they were stored. When that fetch hands out others'
+ * (retries, wake turns, other processes' jobs), places go to fetches until they are through (see othersWaiting), so
+ * that none waits long behind this process's own. Not a fetch at every place: it takes the jobs the starts of the
+ * places filled just before it are about to take, and each such start is a statement for nothing.
+ */
+const FETCH_AT_LEAST_EVERY_MS = 500;
+/** How many of the jobs it stored this process keeps in mind (see `stored`); the queue has them all. */
+const STORED_MAX = 1000;
 
 interface Held {
   job: Job<TurnJobData>;
@@ -68,6 +79,8 @@ interface Held {
   fetched?: Job<TurnJobData>;
   /** Stored without a notification (see hold): the other processes are told of it if its start here cannot take it. */
   unannounced?: boolean;
+  /** Started from what this process stored (see `stored`). */
+  fromStored?: boolean;
 }
 
 /**
@@ -82,10 +95,10 @@ export async function startTurnWorkers(
   jobs: JobSystem,
   sql: postgres.Sql,
   runner: TurnRunner,
-  options: { concurrency: number; pollSeconds?: number; log: Logger; heartbeatMs?: number },
+  options: { concurrency: number; pollSeconds?: number; log: Logger; heartbeatMs?: number; fetchEveryMs?: number },
 ): Promise<TurnWorkers> {
   const { boss } = jobs;
-  const { log, concurrency } = options;
+  const { log, concurrency, fetchEveryMs = FETCH_AT_LEAST_EVERY_MS } = options;
   const running = new Map<string, Held>();
   /** Conversations with a job announced while one of theirs was running here: fetched for when it is completed. */
   const announced = new Set<string>();
@@ -112,6 +125,18 @@ export async function startTurnWorkers(
   forget.unref();
   let stopped = false;
   let gathering: NodeJS.Timeout | undefined;
+  /**
+   * User jobs this process stored while it had no place for them, oldest first: a place that frees goes to one of
+   * them (see FETCH_AT_LEAST_EVERY_MS). Only a hint: the queue holds them all, a fetch hands them out as usual, and one
+   * taken meanwhile (by a fetch, or by another process) is not taken by its start, which then costs a fetch.
+   */
+  const stored = new Map<string, Job<TurnJobData>>();
+  let lastFetch = 0;
+  /**
+   * The last fetch handed out jobs this process did not store (retries, wake turns, other processes' jobs): places go
+   * to fetches, which take the queue's oldest, until one hands out only jobs it stored.
+   */
+  let othersWaiting = false;
 
   const runningKey = (key: string) => {
     for (const held of running.values()) if (held.job.data.conversationId === key) return true;
@@ -129,6 +154,7 @@ export async function startTurnWorkers(
       backlog = true;
       return;
     }
+    lastFetch = Date.now();
     fetching = (async () => {
       try {
         const fetched = await boss.fetch<TurnJobData>(QUEUES.turn, { batchSize: free });
@@ -136,7 +162,12 @@ export async function startTurnWorkers(
         // Fetched as the process began to stop: back to the queue, for the next process or start.
         if (stopped) await giveBack(fetched, 'stopping');
         else {
+          othersWaiting = fetched.some((job) => !stored.has(job.id));
+          // The queue has nothing more for this process: what it stored was taken, or waits behind a running turn
+          // (fetched once that ends).
+          if (!backlog) stored.clear();
           for (const job of fetched) {
+            stored.delete(job.id);
             const pending = running.get(job.id);
             // Its start is under way here and will find it taken: this attempt runs in its place once that start ends.
             if (pending?.claim && !pending.claim.taken) pending.fetched = job;
@@ -178,8 +209,11 @@ export async function startTurnWorkers(
         (outcome) => (outcome?.jobCompleted ? undefined : completer.add(job)),
         (err: unknown) => {
           // Taken by another process first, or not its conversation's next: the queue hands it out as usual.
-          if (err instanceof JobNotClaimed) notClaimed = true;
-          else return giveBack([job], err instanceof Error ? err.message : String(err));
+          if (err instanceof JobNotClaimed) {
+            notClaimed = true;
+            // What this process stored is out of date (another process took its jobs): the queue knows.
+            if (held.fromStored) stored.clear();
+          } else return giveBack([job], err instanceof Error ? err.message : String(err));
         },
       )
       .finally(() => {
@@ -213,8 +247,28 @@ export async function startTurnWorkers(
   function free(job: Job<TurnJobData>, fetch = false): void {
     running.delete(job.id);
     const waiting = announced.delete(job.data.conversationId);
+    // Not after a start that could not take its job: the queue knows better than what this process stored.
+    if (!fetch && !othersWaiting && (backlog || waiting) && Date.now() - lastFetch < fetchEveryMs && startStored()) return;
     if (backlog) refill();
     else if (waiting || fetch) pump();
+  }
+
+  /** The oldest job this process stored whose conversation runs no turn here, started by its turn's start taking it. */
+  function startStored(): boolean {
+    if (stopped || running.size >= concurrency) return false;
+    for (const [id, job] of stored) {
+      if (running.has(id)) {
+        stored.delete(id);
+        continue;
+      }
+      if (runningKey(job.data.conversationId)) continue;
+      stored.delete(id);
+      const held = place(job, true);
+      held.fromStored = true;
+      start(job, true, held);
+      return true;
+    }
+    return false;
   }
 
   /** A place taken for a job: counted as running from now on. */
@@ -226,6 +280,12 @@ export async function startTurnWorkers(
 
   /** No place is free for a job stored now, or jobs wait for one: such a job is announced, and waits its turn. */
   const mayStartNow = (conversationId: string) => !stopped && !backlog && !runningKey(conversationId) && running.size < concurrency;
+
+  /** A job kept for a place that frees (the oldest forgotten past STORED_MAX). */
+  function keepStored(job: Job<TurnJobData>): void {
+    stored.set(job.id, job);
+    if (stored.size > STORED_MAX) stored.delete(stored.keys().next().value!);
+  }
 
   /** Jobs handed back to the queue, which runs them again (after its retry delay); fenced to the attempts held here. */
   async function giveBack(held: readonly Job<TurnJobData>[], why: string): Promise<void> {
@@ -318,9 +378,12 @@ export async function startTurnWorkers(
       else if (!firstHeard(jobId)) return;
       if (stopped) return;
       // Not while jobs wait for a place: they were there first, and the next fetch takes them in their order.
-      if (wasExpected && data && mayStartNow(conversationId)) {
-        start({ id: jobId, name: QUEUES.turn, data, retryCount: 0 } as Job<TurnJobData>, true);
-      } else announce(conversationId);
+      if (!wasExpected || !data) return announce(conversationId);
+      const job = { id: jobId, name: QUEUES.turn, data, retryCount: 0 } as Job<TurnJobData>;
+      if (mayStartNow(conversationId)) return start(job, true);
+      // A user turn's start can take its job (see TurnJob.claim): kept for a place that frees.
+      if (data.kind === 'user') keepStored(job);
+      announce(conversationId);
     },
     hold(conversationId, jobId, data) {
       if (data.kind !== 'user' || !mayStartNow(conversationId)) return undefined;
@@ -352,6 +415,7 @@ export async function startTurnWorkers(
     },
     async stop(graceMs = 2500) {
       stopped = true;
+      stored.clear();
       clearInterval(poll);
       clearInterval(forget);
       clearTimeout(gathering);

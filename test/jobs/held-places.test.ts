@@ -32,13 +32,21 @@ afterAll(async () => {
   await db?.drop();
 });
 
-/** A runner whose turns end when the test says so; a turn begun with its job not taken is not run (as the real one). */
+/**
+ * A runner whose turns end when the test says so; a turn begun with its job not taken is not run, and one run to take
+ * its job takes it from the queue first (as the real one).
+ */
 function heldRunner() {
   const started: { job: TurnJob; end: () => void }[] = [];
   const beginnings: { job: TurnJob; client: unknown }[] = [];
   const runner: TurnRunner = {
     run: async (job) => {
       if (job.begun && !(await job.begun).start.jobClaimed) throw new JobNotClaimed('not taken');
+      if (!job.begun && job.claim && !job.claim.taken) {
+        const taken = await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id = ${job.id}::uuid and state = 'created' returning id`;
+        if (taken.length === 0) throw new JobNotClaimed('not taken');
+        job.claim.taken = true;
+      }
       return new Promise<void>((resolve, reject) => {
         started.push({ job, end: resolve });
         job.signal?.addEventListener('abort', () => reject(new Error('released')), { once: true });
@@ -67,8 +75,8 @@ function begunTurn(jobClaimed: boolean): BegunTurn {
 }
 
 /** Workers whose first fetch has ended (see startSettledWorkers), their fetch counter restored after the test. */
-async function startedWorkers(runner: TurnRunner, concurrency: number) {
-  const ready = await startSettledWorkers(jobs, db.database.sql, runner, { concurrency, log });
+async function startedWorkers(runner: TurnRunner, concurrency: number, fetchEveryMs?: number) {
+  const ready = await startSettledWorkers(jobs, db.database.sql, runner, { concurrency, log, ...(fetchEveryMs === undefined ? {} : { fetchEveryMs }) });
   restores.push(ready.fetches.restore);
   return ready;
 }
@@ -168,9 +176,11 @@ describe('a place held for a turn whose message is being stored', () => {
     await finish(started[0], id);
   });
 
-  it('dropped, lets a job of its conversation announced meanwhile be fetched at once', async () => {
+  it('dropped, lets a job of its conversation stored meanwhile start at once, its start taking it', async () => {
     const { runner, started } = heldRunner();
-    workers = (await startedWorkers(runner, 2)).workers;
+    // No fetch comes for being due (see FETCH_AT_LEAST_EVERY_MS).
+    const { workers: started2, fetches } = await startedWorkers(runner, 2, 60_000);
+    workers = started2;
     const conversation = `p:chat:${randomUUID()}`;
     const place = workers.hold(conversation, randomUUID(), userTurn(conversation))!;
     // A second message of the conversation is stored meanwhile, by the usual way: its conversation counts as busy here.
@@ -180,10 +190,12 @@ describe('a place held for a turn whose message is being stored', () => {
     workers.announce(conversation, next, userTurn(conversation));
     await new Promise((r) => setTimeout(r, 200));
     expect(started).toHaveLength(0);
-    // The first stored nothing (a redelivery): its place goes, and the second is fetched now, not at the next poll.
+    // The first stored nothing (a redelivery): its place goes, and the second starts now, not at the next poll (its
+    // start taking it from the queue).
     place.drop();
     await until(() => started.length === 1, 3000);
-    expect(started[0].job.id).toBe(next);
+    expect(started[0].job).toMatchObject({ id: next, claim: { taken: true } });
+    expect(fetches.count).toBe(0);
     await finish(started[0], next);
   });
 

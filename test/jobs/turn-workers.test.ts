@@ -49,7 +49,7 @@ function heldRunner() {
 }
 
 /** Workers whose first fetch has ended (see startSettledWorkers). */
-async function settledWorkers(runner: TurnRunner, options: { concurrency: number; heartbeatMs?: number }) {
+async function settledWorkers(runner: TurnRunner, options: { concurrency: number; heartbeatMs?: number; fetchEveryMs?: number }) {
   const { workers: started, fetches } = await startSettledWorkers(jobs, db.database.sql, runner, { ...options, log });
   fetches.restore();
   return started;
@@ -161,6 +161,115 @@ describe('turn workers', () => {
     } finally {
       fetches.restore();
     }
+  });
+
+  describe('while every place is taken', () => {
+    /** A runner whose turns, begun with their job not taken, take it from the queue first (as a user turn's start does). */
+    function claimingRunner() {
+      const held = { ...heldRunner(), refused: [] as string[] };
+      const run = held.runner.run;
+      held.runner.run = async (job) => {
+        if (job.claim && !job.claim.taken) {
+          const taken = await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id = ${job.id}::uuid and state = 'created' returning id`;
+          if (taken.length === 0) {
+            held.refused.push(job.id);
+            throw new JobNotClaimed('not taken');
+          }
+          job.claim.taken = true;
+        }
+        return run(job);
+      };
+      return held;
+    }
+    /** One place, taken by a user turn; then jobs of `others`, stored by this process's ingress meanwhile. */
+    async function storedWhileTaken(others: number, fetchEveryMs = 60_000) {
+      const { runner, started, refused } = claimingRunner();
+      workers = await settledWorkers(runner, { concurrency: 1, fetchEveryMs });
+      const store = async () => {
+        const conversation = `p:chat:${randomUUID()}`;
+        const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
+        const id = randomUUID();
+        workers!.expect(id);
+        await jobs.boss.send(QUEUES.turn, data, { id, singletonKey: conversation });
+        workers!.announce(conversation, id, data);
+        return id;
+      };
+      const first = await store();
+      await until(() => started.length === 1, 3000);
+      const ids: string[] = [];
+      for (let i = 0; i < others; i++) ids.push(await store());
+      await new Promise((r) => setTimeout(r, 200));
+      expect(started).toHaveLength(1);
+      return { started, first, ids, refused };
+    }
+
+    /** Ends the turns one by one; the jobs that started in the freed places, and the fetches meanwhile. */
+    async function endOneByOne(started: { job: TurnJob; end: () => void }[], n: number) {
+      const fetches = countFetches(jobs.boss);
+      try {
+        for (let i = 1; i <= n; i++) {
+          started[i - 1].end();
+          await until(() => started.length === i + 1, 3000);
+          await until(async () => (await state(started[i - 1].job.id)).state === 'completed', 3000);
+        }
+        started[n].end();
+        return { next: started.slice(1).map((s) => ({ id: s.job.id, claimed: s.job.claim !== undefined })), fetches: fetches.count };
+      } finally {
+        fetches.restore();
+      }
+    }
+
+    it('give a place that frees to the oldest job this process stored, its start taking it, with no fetch', async () => {
+      const { started, ids } = await storedWhileTaken(4);
+      const { next, fetches } = await endOneByOne(started, 4);
+      expect(next).toEqual(ids.map((id) => ({ id, claimed: true })));
+      expect(fetches).toBe(0);
+    });
+
+    it('give places to fetches, once one finds jobs waiting that this process did not store, until they are through', async () => {
+      const { runner, started } = claimingRunner();
+      workers = await settledWorkers(runner, { concurrency: 1, fetchEveryMs: 1000 });
+      const storeUserJob = async () => {
+        const conversation = `p:chat:${randomUUID()}`;
+        const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
+        const id = randomUUID();
+        workers!.expect(id);
+        await jobs.boss.send(QUEUES.turn, data, { id, singletonKey: conversation });
+        workers!.announce(conversation, id, data);
+        return id;
+      };
+      await storeUserJob();
+      await until(() => started.length === 1, 3000);
+      // Waiting before them: two wake turns (a reminder's, say), which the queue holds and this process did not store.
+      const wakes = [await enqueue(`p:chat:${randomUUID()}`), await enqueue(`p:chat:${randomUUID()}`)];
+      const stored = [await storeUserJob(), await storeUserJob(), await storeUserJob()];
+      // Past the time a fetch is due: the next place goes to one, which finds the first wake turn.
+      await new Promise((r) => setTimeout(r, 1100));
+      const { next } = await endOneByOne(started, 5);
+      expect(next.map((n) => n.id)).toEqual([...wakes, ...stored]);
+      // The wake turns and the oldest stored one by fetches (the last of which found only what this process stored).
+      expect(next.map((n) => n.claimed)).toEqual([false, false, false, true, true]);
+    });
+
+    it('leave stored jobs that another process took to it, fetch the next, and forget what it stored', async () => {
+      const { started, ids, refused } = await storedWhileTaken(3);
+      // Another process fetched the two oldest meanwhile.
+      await db.database.sql`update pgboss.job set state = 'active', started_on = now() where id in ${db.database.sql([ids[0], ids[1]])}`;
+      const fetches = countFetches(jobs.boss);
+      try {
+        started[0].end();
+        await until(() => started.length === 2, 3000);
+        expect(started[1].job.id).toBe(ids[2]);
+        expect(fetches.count).toBeGreaterThanOrEqual(1);
+        // One start found what was stored out of date: the second job taken elsewhere costs no start of its own.
+        started[1].end();
+        await new Promise((r) => setTimeout(r, 300));
+        expect(started).toHaveLength(2);
+        expect(refused).toEqual([ids[0]]);
+      } finally {
+        fetches.restore();
+      }
+    });
   });
 
   it('keep a job taken by its start alive only once it is taken', async () => {

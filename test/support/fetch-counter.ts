@@ -30,7 +30,7 @@ export async function startSettledWorkers(
   jobs: JobSystem,
   sql: postgres.Sql,
   runner: TurnRunner,
-  options: { concurrency: number; heartbeatMs?: number; log: Logger },
+  options: { concurrency: number; heartbeatMs?: number; fetchEveryMs?: number; log: Logger },
 ): Promise<{ workers: TurnWorkers; fetches: ReturnType<typeof countFetches> }> {
   const fetches = countFetches(jobs.boss);
   const workers = await startTurnWorkers(jobs, sql, runner, { pollSeconds: 60, ...options });

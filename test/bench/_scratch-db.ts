@@ -1,0 +1,11 @@
+import pino from 'pino';
+import { createBenchDatabase } from './support.ts';
+import { connectDatabase, migrateDatabase } from '../../src/db/client.ts';
+import { startJobSystem } from '../../src/jobs/boss.ts';
+const bench = await createBenchDatabase({ statements: true });
+const database = await connectDatabase(bench.url);
+await migrateDatabase(database);
+const jobs = await startJobSystem(database, pino({ level: 'warn' }));
+await jobs.boss.stop({ graceful: false } as never).catch(() => {});
+console.log('URL', bench.url);
+await new Promise(() => {});
