@@ -20,6 +20,7 @@ import { createDeadLetters } from './dead-letters.ts';
 import { createAttachmentDownloads } from './downloads.ts';
 import { routeInbound } from './routing.ts';
 import { sanitizeEvent } from './sanitize.ts';
+import { createChatLanes } from './chat-lanes.ts';
 import type { TurnJobData } from '#src/turns.ts';
 import type { HeldPlace } from '#src/jobs/workers.ts';
 import type { BegunTurn } from '#src/agent/turn-runner.ts';
@@ -71,8 +72,11 @@ async function onFirstDelivery<T>(
 /** How long the persona remembers its sent messages for reactions to them. */
 const REACTION_MEMORY_DAYS = 7;
 
-/** How long a click made while the database is away waits for it (a restart takes seconds). */
-const CLICK_WAIT_MS = 20_000;
+/**
+ * How long a click or a message that comes while the database is away waits for it (a restart takes seconds), a
+ * message's chat's later events waiting behind it (see createChatLanes).
+ */
+const DATABASE_WAIT_MS = 20_000;
 
 /**
  * The inbound pipeline: sanitize → clicks → route and authorize → control commands → dedupe, persist the message
@@ -92,20 +96,24 @@ export function createIngress(deps: IngressDeps) {
   const onStoreFailure = createDeadLetters({ db, log: deps.log });
   let stopped = false;
 
+  const lanes = createChatLanes();
+
   /**
-   * A click is a person's decision, made once: one made while the database restarts is recorded when it is back
-   * (within CLICK_WAIT_MS), instead of asking them to click again. Trying again is safe: a question already
-   * answered by the try that failed on its way back says so.
+   * `attempt` once more when the database is away, once it is back (within DATABASE_WAIT_MS). A click is a person's
+   * decision, made once: one made while the database restarts is recorded when it is back, instead of asking them to
+   * click again; trying again is safe, as a question already answered by the try that failed on its way back says so.
+   * A message that failed so was left to its platform to send again, which came after the chat's next message (stored
+   * at once, the database back by then) and was answered after it; trying again is safe, as its event is stored once.
    */
-  async function takeClick(questions: NonNullable<IngressDeps['questions']>, event: InboundEvent): Promise<IngressResult> {
-    const until = Date.now() + CLICK_WAIT_MS;
+  async function whileDatabaseAway(event: InboundEvent, attempt: () => Promise<IngressResult>): Promise<IngressResult> {
+    const until = Date.now() + DATABASE_WAIT_MS;
     for (let pause = 250; ; pause = Math.min(pause * 2, 2000)) {
       try {
-        return await questions.handleClick(event);
+        return await attempt();
       } catch (err) {
         const left = until - Date.now() - pause;
         if (stopped || left <= 0 || !databaseUnavailable(err)) throw err;
-        deps.log.warn({ err: (err as Error).message, connector: event.connector }, 'a click waits for the database');
+        deps.log.warn({ err: (err as Error).message, connector: event.connector, kind: event.kind }, 'an event waits for the database');
         await sleep(pause);
         if (!(await waitForDatabase(deps.database.sql, { withinMs: left, stop: () => stopped }))) throw err;
       }
@@ -148,7 +156,7 @@ export function createIngress(deps: IngressDeps) {
     if ((event.trusted || event.persona) && !deps.connectors?.get(event.connector)?.local) event = { ...event, trusted: undefined, persona: undefined };
     const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
     if (event.kind === 'click') {
-      return deps.questions ? takeClick(deps.questions, event) : { status: 'click', notice: 'This button is no longer active.' };
+      return deps.questions ? whileDatabaseAway(event, () => deps.questions!.handleClick(event)) : { status: 'click', notice: 'This button is no longer active.' };
     }
 
     // Posted in a thread the bot opened for a reply: it continues that reply's conversation.
@@ -280,11 +288,15 @@ export function createIngress(deps: IngressDeps) {
      */
     async handle(event: InboundEvent): Promise<IngressResult> {
       const clean = sanitizeEvent(event);
-      try {
-        return await accept(clean);
-      } catch (err) {
-        return onStoreFailure(clean, err, event);
-      }
+      const store = async () => {
+        try {
+          return await (clean.kind === 'click' ? accept(clean) : whileDatabaseAway(clean, () => accept(clean)));
+        } catch (err) {
+          return onStoreFailure(clean, err, event);
+        }
+      };
+      // A click never waits behind a chat's messages; a chat's messages are stored in the order they came.
+      return clean.kind === 'click' ? store() : lanes.inOrder(clean, store);
     },
     /** Starts no more downloads and lets running ones finish for a moment (the turns settle the rest). */
     stop: () => {
