@@ -10,6 +10,7 @@
 // Knobs: BENCH_CHATS (100), BENCH_PER_CHAT (3), BENCH_ISOLATED (300 DMs: fewer leave a run's figures to whether a
 // full collection fell in it), BENCH_WARMUP (4 rounds of warm-up: a burst
 // of 2 DMs per chat and 20 isolated DMs, for each), LOG_LEVEL (warn, Parlor's),
+// BENCH_REPEAT (0: that many more rounds of the measured runs, each printed, and their median),
 // BENCH_PROFILE (1: take the profiled burst; isolated: profile isolated DMs instead), BENCH_PROFILE_TOP (N: its N costliest functions), BENCH_PROFILE_FILE
 // (a path: the raw profile, which DevTools opens), BENCH_PERF (a path: one more burst under a system-wide `perf record`, split by process, kernel apart), BENCH_DB_DELAY_MS (Parlor's database that far away, each way); PARLOR_TURN_CONCURRENCY is passed on to Parlor.
 import { fork, spawn, type ChildProcess } from 'node:child_process';
@@ -51,6 +52,7 @@ const PROFILE = process.env.BENCH_PROFILE !== '0';
 /** BENCH_PROFILE=isolated: the profiled run is of isolated DMs instead of a burst. */
 const PROFILE_ISOLATED = process.env.BENCH_PROFILE === 'isolated';
 const WARM_UP_ROUNDS = Number(process.env.BENCH_WARMUP ?? 4);
+const REPEAT = Number(process.env.BENCH_REPEAT ?? 0);
 /** Long enough for a chat's send allowance to fill again (see connectors/telegram/throttle.ts: 3 messages, 1 a second). */
 const CHAT_REST_MS = 3500;
 for (const [knob, value] of [['BENCH_CHATS', CHATS], ['BENCH_PER_CHAT', PER_CHAT], ['BENCH_ISOLATED', ISOLATED], ['BENCH_WARMUP', WARM_UP_ROUNDS]] as const) {
@@ -58,6 +60,10 @@ for (const [knob, value] of [['BENCH_CHATS', CHATS], ['BENCH_PER_CHAT', PER_CHAT
     console.error(`${knob}=${process.env[knob]} is not a whole number of at least 1 (every figure is per DM)`);
     process.exit(2);
   }
+}
+if (!Number.isInteger(REPEAT) || REPEAT < 0) {
+  console.error(`BENCH_REPEAT=${process.env.BENCH_REPEAT} is not a whole number (0 or more rounds after the first)`);
+  process.exit(2);
 }
 /** Where the forwarder takes the floor's updates (Parlor's keep their own path). */
 const ECHO_PATH = '/floor';
@@ -121,6 +127,34 @@ interface Figures {
   machineBusy?: number;
   /** The Bot API calls the bot made, per DM, by method. */
   calls: Map<string, number>;
+}
+
+/** One round's figures against the aims: the burst's share of the floor's, the isolated DM over the floor, CPU per DM. */
+interface RoundFigures {
+  share: number;
+  overFloor: number;
+  cpuBurst?: number;
+  cpuIsolated?: number;
+  floorRate: number;
+}
+const ROUND_COLUMNS: [string, keyof RoundFigures, number][] = [
+  ['burst share %', 'share', 0],
+  ['floor DMs/s', 'floorRate', 0],
+  ['over floor ms', 'overFloor', 1],
+  ['CPU burst ms', 'cpuBurst', 1],
+  ['CPU one ms', 'cpuIsolated', 1],
+];
+const fixed = (v: number | undefined, digits: number) => (v === undefined ? '-' : v.toFixed(digits)).padStart(14);
+/** CPU per DM of Parlor and Postgres together. */
+const together = (c: { parlorCpu?: number; postgresCpu?: number }) => (c.parlorCpu !== undefined && c.postgresCpu !== undefined ? c.parlorCpu + c.postgresCpu : undefined);
+function roundFigures(floorBurst: Figures, parlorBurst: { result: Figures; costs: Costs }, floorOne: Figures, parlorOne: { result: Figures; costs: Costs }): RoundFigures {
+  return {
+    share: (parlorBurst.result.rate / floorBurst.rate) * 100,
+    floorRate: floorBurst.rate,
+    overFloor: parlorOne.result.p50 - floorOne.p50,
+    cpuBurst: together(parlorBurst.costs),
+    cpuIsolated: together(parlorOne.costs),
+  };
 }
 
 function line(f: Figures) {
@@ -427,6 +461,17 @@ async function main() {
   const floorOne = await isolated(ECHO_TOKEN, 'floor, isolated DMs');
   const parlorOne = await measured(ISOLATED, () => isolated(PARLOR_TOKEN, 'Parlor, isolated DMs'));
   await sleep(CHAT_REST_MS);
+  // BENCH_REPEAT=N: N more rounds of the four runs above, each the same way: on a machine whose speed drifts (a shared
+  // one), one round's figures vary by a third; the median of several says more.
+  const rounds = [roundFigures(floorBurst, parlorBurst, floorOne, parlorOne)];
+  for (let round = 0; round < REPEAT; round++) {
+    await sleep(CHAT_REST_MS);
+    const fb = await burst(ECHO_TOKEN, 'floor, again');
+    const pb = await measured(CHATS * PER_CHAT, () => burst(PARLOR_TOKEN, 'Parlor, again'));
+    const fo = await isolated(ECHO_TOKEN, 'floor, again');
+    const po = await measured(ISOLATED, () => isolated(PARLOR_TOKEN, 'Parlor, again'));
+    rounds.push(roundFigures(fb, pb, fo, po));
+  }
   parlorBurst.costs.statements = await statementsOf(() => burst(PARLOR_TOKEN, 'statements of a burst'));
   parlorOne.costs.statements = await statementsOf(() => isolated(PARLOR_TOKEN, 'statements of isolated DMs'));
   // BENCH_PERF=path: one more burst under a system-wide `perf record` (every process: the bench, Parlor, Postgres's
@@ -447,6 +492,17 @@ async function main() {
       `model request → reply at the emulator p50 ${percentile([...parlorOne.result.fromModel].sort((a, b) => a - b), 50).toFixed(1)} ms`,
   );
 
+  if (rounds.length > 1) {
+    console.log(`\n${rounds.length} rounds of the same runs (the first is the one above), and their median`);
+    console.log(`  ${'round'.padEnd(8)} ${ROUND_COLUMNS.map(([name]) => name.padStart(14)).join('')}`);
+    rounds.forEach((r, i) => console.log(`  ${String(i + 1).padEnd(8)} ${ROUND_COLUMNS.map(([, key, digits]) => fixed(r[key], digits)).join('')}`));
+    const median = (key: keyof RoundFigures) => {
+      const values = rounds.map((r) => r[key]).filter((v): v is number => v !== undefined).sort((a, b) => a - b);
+      return values.length ? percentile(values, 50) : undefined;
+    };
+    console.log(`  ${'median'.padEnd(8)} ${ROUND_COLUMNS.map(([, key, digits]) => fixed(median(key), digits)).join('')}`);
+  }
+
   console.log('\nper DM                                       burst   isolated');
   const row = (label: string, pick: (c: Costs) => number | undefined, digits = 1) =>
     console.log(
@@ -458,7 +514,7 @@ async function main() {
   row('Postgres CPU, ms (all its processes)', (c) => c.postgresCpu);
   const kinds = [...(parlorBurst.costs.postgresCpuByKind ?? new Map<string, number>())].sort((a, b) => b[1] - a[1]).map(([kind]) => kind);
   for (const kind of kinds) row(`  ${kind}`, (c) => c.postgresCpuByKind?.get(kind) ?? 0);
-  row('  together (aim ≤ 5 ms)', (c) => (c.parlorCpu !== undefined && c.postgresCpu !== undefined ? c.parlorCpu + c.postgresCpu : undefined));
+  row('  together (aim ≤ 5 ms)', together);
   const isBoss = (q: string) => /"?pgboss"?\./i.test(q);
   const isTxControl = (q: string) => /^\s*(begin|commit|rollback|savepoint|release)/i.test(q);
   const calls = (c: Costs, keep: (q: string) => boolean) => c.statements && c.statements.byQuery.filter((r) => keep(r.query)).reduce((n, r) => n + r.calls, 0) / c.dms;
