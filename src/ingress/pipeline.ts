@@ -16,7 +16,7 @@ import type { Questions } from '#src/questions/service.ts';
 import { inboundUserMessage } from './attachment-text.ts';
 import { parseControlCommand } from './commands.ts';
 import type { CommandHandler } from './control.ts';
-import { createDeadLetters } from './dead-letters.ts';
+import { createDeadLetters, isTransientStoreError } from './dead-letters.ts';
 import { createAttachmentDownloads } from './downloads.ts';
 import { routeInbound } from './routing.ts';
 import { sanitizeEvent } from './sanitize.ts';
@@ -96,7 +96,8 @@ export function createIngress(deps: IngressDeps) {
   const onStoreFailure = createDeadLetters({ db, log: deps.log });
   let stopped = false;
 
-  const lanes = createChatLanes();
+  // A chat is held a moment for an event that failed for a passing reason, so that its next attempt comes first.
+  const lanes = createChatLanes({ heldFor: isTransientStoreError });
 
   /**
    * `attempt` once more when the database is away, once it is back (within DATABASE_WAIT_MS). A click is a person's
@@ -295,8 +296,9 @@ export function createIngress(deps: IngressDeps) {
           return onStoreFailure(clean, err, event);
         }
       };
-      // A click never waits behind a chat's messages; a chat's messages are stored in the order they came.
-      return clean.kind === 'click' ? store() : lanes.inOrder(clean, store);
+      // A chat's messages are stored in the order they came; a click or a control command (/stop) never waits behind them.
+      const atOnce = clean.kind === 'click' || (clean.kind === 'message' && parseControlCommand(clean.text) !== undefined);
+      return atOnce ? store() : lanes.inOrder(clean, store);
     },
     /** Starts no more downloads and lets running ones finish for a moment (the turns settle the rest). */
     stop: () => {

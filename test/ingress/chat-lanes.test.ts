@@ -67,8 +67,59 @@ describe('chat lanes', () => {
     expect(await next).toBe('b');
   });
 
+  it('start another attempt of an event still waiting behind its chat only once that event begins (Slack tries a late event again beside it)', async () => {
+    const lanes = createChatLanes();
+    const s = stores();
+    void lanes.inOrder(event('a'), s.store('a'));
+    void lanes.inOrder(event('b'), s.store('b'));
+    const again = lanes.inOrder(event('b'), s.store('b (again)'));
+    await tick();
+    expect(s.order).toEqual(['a']);
+    s.end('a');
+    await tick();
+    expect(s.order).toEqual(['a', 'b', 'b (again)']);
+    s.end('b (again)');
+    expect(await again).toBe('b (again)');
+  });
+
+  it("hold a chat a moment for a store that failed for a passing reason, so that its next attempt comes before the chat's later events", async () => {
+    const lanes = createChatLanes({ retryGraceMs: 1000, heldFor: (err) => (err as Error).message === 'a failed' });
+    const s = stores();
+    const a = lanes.inOrder(event('a'), s.store('a'));
+    const b = lanes.inOrder(event('b'), s.store('b'));
+    await tick();
+    s.fail('a');
+    await expect(a).rejects.toThrow('a failed');
+    await tick();
+    expect(s.order).toEqual(['a']);
+    // Its connector tries it again: it goes first, then the chat goes on.
+    const again = lanes.inOrder(event('a'), s.store('a (again)'));
+    await tick();
+    expect(s.order).toEqual(['a', 'a (again)']);
+    s.end('a (again)');
+    expect(await again).toBe('a (again)');
+    await tick();
+    expect(s.order).toEqual(['a', 'a (again)', 'b']);
+    s.end('b');
+    expect(await b).toBe('b');
+  });
+
+  it('let the chat go on when a failed store is not tried again within the moment', async () => {
+    const lanes = createChatLanes({ retryGraceMs: 100, heldFor: () => true });
+    const s = stores();
+    const a = lanes.inOrder(event('a'), s.store('a'));
+    const b = lanes.inOrder(event('b'), s.store('b'));
+    await tick();
+    s.fail('a');
+    await expect(a).rejects.toThrow();
+    await new Promise((r) => setTimeout(r, 150));
+    expect(s.order).toEqual(['a', 'b']);
+    s.end('b');
+    expect(await b).toBe('b');
+  });
+
   it('let an event wait behind its chat no longer than a bound (a store left hanging)', async () => {
-    const lanes = createChatLanes(100);
+    const lanes = createChatLanes({ waitMs: 100 });
     const s = stores();
     void lanes.inOrder(event('a'), s.store('a (hangs)'));
     const next = lanes.inOrder(event('b'), s.store('b'));

@@ -62,6 +62,20 @@ describe("a chat's messages while the database goes away", () => {
     }
   }, 30_000);
 
+  it('hold up no control command of the same chat (/stop)', async () => {
+    const failing = await failStoring('held up%', 3, 300);
+    try {
+      const held = h.chat.inject({ text: 'held up message' });
+      await until(async () => (await failing.tries()) >= 1, 5000);
+      const started = Date.now();
+      expect(await h.chat.inject({ text: '/stop' })).toMatchObject({ status: 'command' });
+      expect(Date.now() - started).toBeLessThan(500);
+      expect(await held).toMatchObject({ status: 'queued' });
+    } finally {
+      await failing.undo();
+    }
+  }, 30_000);
+
   it('of another chat do not wait behind it', async () => {
     const failing = await failStoring('slow%', 3, 300);
     try {
