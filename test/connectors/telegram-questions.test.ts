@@ -14,6 +14,7 @@ import { startFakeLlm, type FakeLlm, type RecordedRequest } from '../support/fak
 import { writePersonas } from '../support/harness.ts';
 import { freePort } from '../support/net.ts';
 import { startTelegramProxy, type TelegramProxy } from '../support/telegram-proxy.ts';
+import { until } from '../support/until.ts';
 
 const TOKEN = '123456:TEST-token';
 const OWNER = 1001; // a user and the approver
@@ -190,7 +191,11 @@ describe('tool approvals on Telegram', () => {
     const reply = await waitForText(/^result: /, OWNER);
     expect(reply.message.text).toMatch(/denied: shell_exec did not run \(nobody approved it in time\)/);
     expect(fs.existsSync(path.join(workspace, 'late.txt'))).toBe(false);
-    const closed = botMessages().find((m) => m.messageId === question.messageId)!;
+    // The turn goes on once the question has expired; its message is edited by whichever expired it (the turn's own
+    // timer, or the sweep when it came first, as under load), so the edit may land just after the reply.
+    const closedNow = () => botMessages().find((m) => m.messageId === question.messageId)!;
+    await until(() => /Expired/.test(closedNow().message.text ?? ''), 'the question message edited', 5000);
+    const closed = closedNow();
     expect(closed.message.text).toMatch(/Expired: no answer in time — shell_exec did not run/);
     expect(closed.message.reply_markup?.inline_keyboard ?? []).toEqual([]);
     // A click after the end changes nothing.
