@@ -6,7 +6,7 @@ import type { JobSystem } from './boss.ts';
 import { QUEUES } from './queues.ts';
 import { CHANNELS, listen, notify, readTurnNotice, turnNotice } from '#src/db/channels.ts';
 import { sleep } from '#src/retry.ts';
-import { batched } from './batched.ts';
+import { turnJobUpkeep } from './turn-job-upkeep.ts';
 import { fading } from './fading-set.ts';
 import type { TurnJobData } from '#src/turns.ts';
 
@@ -49,10 +49,6 @@ export const DEFAULT_TURN_CONCURRENCY = 32;
 /** How often the workers look for turn jobs no notification told them of (retries, a missed notification). */
 export const TURN_POLL_SECONDS = 2;
 
-/** How often a running turn's job says it is alive, when the queue asks for heartbeats (pg-boss's own cadence). */
-const HEARTBEAT_SHARE = 0.5;
-/** How long the completion of a finished turn's job is tried again while the database is away. */
-const COMPLETE_RETRY_MS = 20_000;
 /**
  * While jobs wait in the queue, a freed place is filled once half the places are free, or after this long: one fetch
  * for several turns costs about what a fetch for one does, and a turn that waited in a queue waits a moment longer.
@@ -125,6 +121,8 @@ export async function startTurnWorkers(
   forget.unref();
   let stopped = false;
   let gathering: NodeJS.Timeout | undefined;
+  const upkeep = turnJobUpkeep(jobs, log, () => stopped);
+  const { giveBack, completer } = upkeep;
   /**
    * User jobs this process stored while it had no place for them, oldest first: a place that frees goes to one of
    * them (see FETCH_AT_LEAST_EVERY_MS). Only a hint: the queue holds them all, a fetch hands them out as usual, and one
@@ -287,15 +285,6 @@ export async function startTurnWorkers(
     if (stored.size > STORED_MAX) stored.delete(stored.keys().next().value!);
   }
 
-  /** Jobs handed back to the queue, which runs them again (after its retry delay); fenced to the attempts held here. */
-  async function giveBack(held: readonly Job<TurnJobData>[], why: string): Promise<void> {
-    if (held.length === 0) return;
-    await boss.fail(QUEUES.turn, held.map((job) => ({ id: job.id, retryCount: job.retryCount })), { message: why }).catch((err: unknown) =>
-      // Left active: their heartbeat stops, and the queue hands them out again.
-      log.warn({ err, jobs: held.length }, 'turn jobs could not be given back to their queue'),
-    );
-  }
-
   /** A place is free while jobs wait: fetched for at once when half the places are free, else a moment later. */
   function refill(): void {
     if (concurrency - running.size >= Math.ceil(concurrency / 2)) {
@@ -310,47 +299,11 @@ export async function startTurnWorkers(
     }
   }
 
-  // Jobs that end while a completion is being written wait for it, then go together in the next.
-  const completer = batched<Job<TurnJobData>>(async (batch) => {
-    const attempts = batch.map((job) => ({ id: job.id, retryCount: job.retryCount }));
-    const deadline = Date.now() + COMPLETE_RETRY_MS;
-    for (let wait = 100; ; wait = Math.min(wait * 2, 2000)) {
-      try {
-        await boss.complete(QUEUES.turn, attempts);
-        return;
-      } catch (err) {
-        // The turns are recorded as finished: a job left active is handed out again later and does nothing.
-        if (stopped || Date.now() > deadline) {
-          log.warn({ err, jobs: attempts.length }, 'finished turn jobs could not be completed; the queue will hand them out again');
-          return;
-        }
-        await sleep(wait);
-      }
-    }
-  });
-
-  // A job whose claim is gone (taken back by the queue) is stopped: its result could not land.
-  const heartbeatSeconds = (await boss.getQueue(QUEUES.turn))?.heartbeatSeconds ?? 0;
-  const heartbeat =
-    heartbeatSeconds > 0
-      ? setInterval(() => {
-          const held = [...running.values()].filter((h) => !h.controller.signal.aborted && (h.claim?.taken ?? true));
-          if (held.length === 0) return;
-          boss
-            .touch(
-              QUEUES.turn,
-              held.map((h) => ({ id: h.job.id, retryCount: h.job.retryCount })),
-            )
-            .then((touched) => {
-              const settled = (touched as { settled?: string[] }).settled;
-              if (!settled) return;
-              const refreshed = new Set(settled);
-              for (const h of held) if (!refreshed.has(h.job.id) && running.has(h.job.id)) h.controller.abort(new Error(`job ${h.job.id} is no longer held by this process`));
-            })
-            .catch((err: unknown) => log.warn({ err }, 'turn jobs could not say they are alive'));
-        }, options.heartbeatMs ?? heartbeatSeconds * HEARTBEAT_SHARE * 1000)
-      : undefined;
-  heartbeat?.unref();
+  const stopHeartbeat = await upkeep.heartbeat(
+    () => [...running.values()].filter((h) => !h.controller.signal.aborted && (h.claim?.taken ?? true)),
+    (jobId) => running.has(jobId),
+    options.heartbeatMs,
+  );
 
   // The slow poll picks up retries and anything a notification missed.
   const poll = setInterval(pump, (options.pollSeconds ?? TURN_POLL_SECONDS) * 1000);
@@ -427,7 +380,7 @@ export async function startTurnWorkers(
       for (const held of running.values()) held.controller.abort('stopping');
       const end = Date.now() + 3000;
       while (running.size > 0 && Date.now() < end) await sleep(50);
-      clearInterval(heartbeat);
+      stopHeartbeat();
       await completer.idle();
       // A turn that did not let go (a tool that ignores its signal): its job goes back now rather than when its
       // heartbeat runs out; a completion it writes later no longer counts (the attempt is fenced).
