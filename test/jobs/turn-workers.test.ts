@@ -181,23 +181,24 @@ describe('turn workers', () => {
       };
       return held;
     }
+    /** A user turn's job of a new conversation, stored and announced by this process's ingress. */
+    async function storeUserJob() {
+      const conversation = `p:chat:${randomUUID()}`;
+      const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
+      const id = randomUUID();
+      workers!.expect(id);
+      await jobs.boss.send(QUEUES.turn, data, { id, singletonKey: conversation });
+      workers!.announce(conversation, id, data);
+      return id;
+    }
     /** One place, taken by a user turn; then jobs of `others`, stored by this process's ingress meanwhile. */
     async function storedWhileTaken(others: number, fetchEveryMs = 60_000) {
       const { runner, started, refused } = claimingRunner();
       workers = await settledWorkers(runner, { concurrency: 1, fetchEveryMs });
-      const store = async () => {
-        const conversation = `p:chat:${randomUUID()}`;
-        const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
-        const id = randomUUID();
-        workers!.expect(id);
-        await jobs.boss.send(QUEUES.turn, data, { id, singletonKey: conversation });
-        workers!.announce(conversation, id, data);
-        return id;
-      };
-      const first = await store();
+      const first = await storeUserJob();
       await until(() => started.length === 1, 3000);
       const ids: string[] = [];
-      for (let i = 0; i < others; i++) ids.push(await store());
+      for (let i = 0; i < others; i++) ids.push(await storeUserJob());
       await new Promise((r) => setTimeout(r, 200));
       expect(started).toHaveLength(1);
       return { started, first, ids, refused };
@@ -229,15 +230,6 @@ describe('turn workers', () => {
     it('give places to fetches, once one finds jobs waiting that this process did not store, until they are through', async () => {
       const { runner, started } = claimingRunner();
       workers = await settledWorkers(runner, { concurrency: 1, fetchEveryMs: 1000 });
-      const storeUserJob = async () => {
-        const conversation = `p:chat:${randomUUID()}`;
-        const data = { conversationId: conversation, persona: 'p', kind: 'user' as const };
-        const id = randomUUID();
-        workers!.expect(id);
-        await jobs.boss.send(QUEUES.turn, data, { id, singletonKey: conversation });
-        workers!.announce(conversation, id, data);
-        return id;
-      };
       await storeUserJob();
       await until(() => started.length === 1, 3000);
       // Waiting before them: two wake turns (a reminder's, say), which the queue holds and this process did not store.
