@@ -157,7 +157,7 @@ export function createIngress(deps: IngressDeps) {
     if ((event.trusted || event.persona) && !deps.connectors?.get(event.connector)?.local) event = { ...event, trusted: undefined, persona: undefined };
     const log = deps.log.child({ connector: event.connector, chat: event.chat.id, event: event.externalId });
     if (event.kind === 'click') {
-      return deps.questions ? whileDatabaseAway(event, () => deps.questions!.handleClick(event)) : { status: 'click', notice: 'This button is no longer active.' };
+      return deps.questions ? deps.questions.handleClick(event) : { status: 'click', notice: 'This button is no longer active.' };
     }
 
     // Posted in a thread the bot opened for a reply: it continues that reply's conversation.
@@ -291,7 +291,7 @@ export function createIngress(deps: IngressDeps) {
       const clean = sanitizeEvent(event);
       const store = async () => {
         try {
-          return await (clean.kind === 'click' ? accept(clean) : whileDatabaseAway(clean, () => accept(clean)));
+          return await whileDatabaseAway(clean, () => accept(clean));
         } catch (err) {
           return onStoreFailure(clean, err, event);
         }
